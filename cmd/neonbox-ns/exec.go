@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/neonbox/neonbox-ns/internal/units"
+	"github.com/neonbox/neonbox-ns/nsjail"
+)
+
+const execUsage = `Usage: neonbox-ns exec [flags] -- CMD [ARG...]
+
+Runs CMD in new user, mount, pid, net, uts and ipc namespaces, with the
+workspace seen through overlayfs. CMD's changes are committed to the
+workspace if it succeeds and thrown away otherwise.
+
+Flags:
+`
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func execMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, asJSON, receiptPath, logLevel, err := parseExec(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "neonbox-ns exec: %v\n", err)
+		return nsjail.ExitUsage
+	}
+	o.Stdin, o.Stdout, o.Stderr = stdin, stdout, stderr
+	o.CaptureOutput = asJSON
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	r, err := nsjail.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "neonbox-ns exec: %s\n", strings.TrimPrefix(err.Error(), nsjail.ErrInvalid.Error()+": "))
+		return nsjail.ExitUsage
+	}
+	if receiptPath != "" {
+		if err := writeReceipt(receiptPath, r); err != nil {
+			fmt.Fprintf(stderr, "neonbox-ns exec: write receipt: %v\n", err)
+		}
+	}
+	if asJSON {
+		_ = r.WriteJSON(stdout)
+	} else {
+		reportProblems(stderr, r)
+	}
+	return r.ExitStatus()
+}
+
+// reportProblems prints one line for failures that are neonbox-ns's to
+// explain; CMD's own failures speak through CMD's output and exit status.
+func reportProblems(w io.Writer, r *nsjail.Receipt) {
+	switch {
+	case r.Status == nsjail.StatusSandboxError && r.Error != nil:
+		fmt.Fprintf(w, "neonbox-ns: sandbox error: %v\n", r.Error)
+	case r.Status == nsjail.StatusSecurityViolation && r.Error != nil:
+		fmt.Fprintf(w, "neonbox-ns: security violation: %v\n", r.Error)
+	case r.Status == nsjail.StatusExecutionError && r.Error != nil:
+		fmt.Fprintf(w, "neonbox-ns: %s: %s\n", r.Command[0], r.Error.Message)
+	case r.Status == nsjail.StatusTimeout:
+		fmt.Fprintf(w, "neonbox-ns: timed out after %dms; changes rolled back\n", r.Limits.TimeoutMS)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "neonbox-ns: warning: %s\n", warn)
+	}
+}
+
+func writeReceipt(path string, r *nsjail.Receipt) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteJSON(f); err != nil {
+		return errors.Join(err, f.Close(), os.Remove(tmp))
+	}
+	if err := f.Close(); err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	return os.Rename(tmp, path)
+}
+
+func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, receipt string, level slog.Level, err error) {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var env, keepEnv, allowSecret stringList
+	workspace := fs.String("workspace", "", "directory the run sees through overlayfs (default: the current directory)")
+	stateDir := fs.String("state-dir", "", "where per-run directories live (default: /var/lib/neonbox as root, $XDG_STATE_HOME/neonbox otherwise)")
+	commit := fs.String("commit", "on-success", "when to apply changes: on-success, always or never")
+	timeout := fs.String("timeout", "", "kill the run after this long (500ms, 3s, 2m)")
+	fs.Var(&env, "env", "set KEY=VALUE in the jail (repeatable)")
+	fs.Var(&keepEnv, "keep-env", "pass the host variable NAME through (repeatable)")
+	fs.Var(&allowSecret, "allow-secret", "let --keep-env pass NAME although it looks like a secret (repeatable)")
+	fs.StringVar(&receipt, "receipt", "", "write the JSON receipt to FILE")
+	fs.BoolVar(&asJSON, "json", false, "capture CMD's output and print only the receipt on stdout")
+	outputLimit := fs.String("output-limit", "1M", "with --json, keep at most this much of each of stdout and stderr")
+	logLevel := fs.String("log-level", "error", "neonbox-ns's own logging on stderr: debug, info, warn or error")
+
+	sep := slices.Index(args, "--")
+	flagArgs := args
+	if sep >= 0 {
+		flagArgs = args[:sep]
+	}
+	if err = fs.Parse(flagArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, execUsage)
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+		}
+		return
+	}
+	if fs.NArg() > 0 {
+		err = usageError{fmt.Sprintf("unexpected argument %q: put the command after --", fs.Arg(0))}
+		return
+	}
+	if sep < 0 {
+		err = usageError{"missing -- before the command (neonbox-ns exec [flags] -- CMD [ARG...])"}
+		return
+	}
+	o.Command = args[sep+1:]
+	if len(o.Command) == 0 {
+		err = usageError{"no command after --"}
+		return
+	}
+	if o.Commit, err = nsjail.ParseCommitMode(*commit); err != nil {
+		return
+	}
+	if *timeout != "" {
+		if o.Timeout, err = units.ParseDuration(*timeout); err != nil {
+			err = fmt.Errorf("--timeout: %w", err)
+			return
+		}
+	}
+	if o.OutputLimit, err = units.ParseSize(*outputLimit); err != nil {
+		err = fmt.Errorf("--output-limit: %w", err)
+		return
+	}
+	if err = level.UnmarshalText([]byte(*logLevel)); err != nil {
+		err = fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+		return
+	}
+	if receipt != "" {
+		if receipt, err = filepath.Abs(receipt); err != nil {
+			return
+		}
+	}
+	o.Workspace, o.StateDir = *workspace, *stateDir
+	o.Env = nsjail.EnvSpec{Set: env, Keep: keepEnv, AllowSecret: allowSecret}
+	return
+}

@@ -1,0 +1,44 @@
+// Command neonbox-ns runs commands in throwaway Linux jails whose changes to
+// a workspace are committed on success and rolled back otherwise.
+//
+//	neonbox-ns exec [flags] -- CMD [ARG...]
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/neonbox/neonbox-ns/nsjail"
+	"github.com/neonbox/neonbox-ns/reexec"
+)
+
+const usage = `neonbox-ns runs a command in a throwaway jail.
+
+Usage:
+  neonbox-ns exec [flags] -- CMD [ARG...]   run CMD isolated (see exec --help)
+  neonbox-ns help                            show this text
+`
+
+func main() {
+	if reexec.Init() {
+		return
+	}
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return nsjail.ExitUsage
+	}
+	switch args[0] {
+	case "exec":
+		return execMain(args[1:], stdin, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "neonbox-ns: unknown command %q (try neonbox-ns help)\n", args[0])
+	return nsjail.ExitUsage
+}

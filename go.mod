@@ -1,0 +1,10 @@
+module github.com/neonbox/neonbox-ns
+
+go 1.26.0
+
+require github.com/stretchr/testify v1.12.1
+
+require (
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

@@ -1,0 +1,152 @@
+// Package linux wraps the Linux system calls neonbox-ns uses in more than
+// one place: one small function per call, EINTR retried, errors returned as
+// *os.SyscallError or *fs.PathError so callers can wrap them with context.
+package linux
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+func retry(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// Mount wraps mount(2).
+func Mount(source, target, fstype string, flags uintptr, data string) error {
+	err := retry(func() error { return unix.Mount(source, target, fstype, flags, data) })
+	if err != nil {
+		return &fs.PathError{Op: "mount " + fstype, Path: target, Err: err}
+	}
+	return nil
+}
+
+// Unmount wraps umount2(2).
+func Unmount(target string, flags int) error {
+	err := retry(func() error { return unix.Unmount(target, flags) })
+	if err != nil {
+		return &fs.PathError{Op: "umount", Path: target, Err: err}
+	}
+	return nil
+}
+
+// CloneTree returns a detached copy of the mount tree at path
+// (open_tree(2) with OPEN_TREE_CLONE), recursive if recursive is set.
+func CloneTree(path string, recursive bool) (int, error) {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	var fd int
+	err := retry(func() (err error) {
+		fd, err = unix.OpenTree(unix.AT_FDCWD, path, flags)
+		return err
+	})
+	if err != nil {
+		return -1, &fs.PathError{Op: "open_tree", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// SetMountAttr sets attributes on the mount (tree, if recursive) that fd
+// refers to; usernsFD is used with MOUNT_ATTR_IDMAP.
+func SetMountAttr(fd int, set uint64, usernsFD int, recursive bool) error {
+	attr := unix.MountAttr{Attr_set: set}
+	if set&unix.MOUNT_ATTR_IDMAP != 0 {
+		attr.Userns_fd = uint64(usernsFD)
+	}
+	flags := uint(unix.AT_EMPTY_PATH)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	if err := retry(func() error { return unix.MountSetattr(fd, "", flags, &attr) }); err != nil {
+		return os.NewSyscallError("mount_setattr", err)
+	}
+	return nil
+}
+
+// MoveMount attaches the detached mount fd at target.
+func MoveMount(fd int, target string) error {
+	err := retry(func() error {
+		return unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	})
+	if err != nil {
+		return &fs.PathError{Op: "move_mount", Path: target, Err: err}
+	}
+	return nil
+}
+
+// BindTree mounts a recursive copy of src at dst with the mount attributes
+// in set (MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, ...).
+func BindTree(src, dst string, set uint64) error {
+	fd, err := CloneTree(src, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if set != 0 {
+		if err := SetMountAttr(fd, set, -1, true); err != nil {
+			return &fs.PathError{Op: "mount_setattr", Path: src, Err: err}
+		}
+	}
+	return MoveMount(fd, dst)
+}
+
+// LastCap reports the highest capability number the running kernel knows.
+func LastCap() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// Securebits (include/uapi/linux/securebits.h).
+const (
+	SecbitNoroot                 = 1 << 0
+	SecbitNorootLocked           = 1 << 1
+	SecbitNoSetuidFixup          = 1 << 2
+	SecbitNoSetuidFixupLocked    = 1 << 3
+	SecbitKeepCapsLocked         = 1 << 5
+	SecbitNoCapAmbientRaise      = 1 << 6
+	SecbitNoCapAmbientRaiseLockd = 1 << 7
+)
+
+// Prctl wraps prctl(2) for calls with integer arguments.
+func Prctl(option int, arg2, arg3 uintptr) error {
+	if err := unix.Prctl(option, arg2, arg3, 0, 0); err != nil {
+		return os.NewSyscallError("prctl "+strconv.Itoa(option), err)
+	}
+	return nil
+}
+
+// SetLinkUp brings up the network interface name in the caller's network
+// namespace.
+func SetLinkUp(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return os.NewSyscallError("ioctl SIOCGIFFLAGS "+name, err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return os.NewSyscallError("ioctl SIOCSIFFLAGS "+name, err)
+	}
+	return nil
+}

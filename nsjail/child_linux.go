@@ -1,0 +1,116 @@
+package nsjail
+
+// This file and the other child_*.go files run in the jail's init: the
+// neonbox-ns binary re-executed as "neonbox-init" by the parent, already
+// inside the new user, mount, pid, net, uts and ipc namespaces, as root of
+// the new user namespace and pid 1 of the new pid namespace. It builds the
+// filesystem view, drops every privilege and execs CMD. Nothing here may
+// carry on after a failed step: it reports the step and exits.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
+	"github.com/neonbox/neonbox-ns/reexec"
+)
+
+// syncFD is the init's end of the protocol socket.
+const syncFD = 3
+
+func init() {
+	reexec.Register(initName, childMain)
+}
+
+// childMain is the init's entry point.
+func childMain() {
+	// Capabilities, no_new_privs and the credentials execve passes on
+	// belong to a thread: do everything on this one.
+	runtime.LockOSThread()
+	// The socket arrives as a plain inherited fd; CMD must not inherit
+	// it, and its closing at execve is what tells the parent exec worked.
+	unix.CloseOnExec(syncFD)
+	err := runChild()
+	msg, _ := json.Marshal(childMessage{Error: err})
+	_, _ = unix.Write(syncFD, msg)
+	os.Exit(1)
+}
+
+// runChild sets the jail up and execs CMD; it returns only on failure.
+func runChild() *StepError {
+	cfg, fds, err := receiveConfig()
+	if err != nil {
+		return stepError("config", err)
+	}
+	var lowerFD = -1
+	if cfg.WorkspaceFD {
+		if len(fds) != 1 {
+			return &StepError{Stage: "config", Message: fmt.Sprintf("want 1 workspace fd, got %d", len(fds))}
+		}
+		lowerFD = fds[0]
+	}
+	if se := buildRoot(cfg, lowerFD); se != nil {
+		return se
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return stepError("hostname", os.NewSyscallError("sethostname", err))
+	}
+	if err := linux.SetLinkUp("lo"); err != nil {
+		return stepError("network", err)
+	}
+	if err := unix.Chdir(cfg.Cwd); err != nil {
+		return stepError("cwd", &os.PathError{Op: "chdir", Path: cfg.Cwd, Err: err})
+	}
+	path, err := lookPath(cfg.Argv[0], cfg.Env)
+	if err != nil {
+		return stepError("exec", err)
+	}
+	if err := dropPrivileges(cfg); err != nil {
+		return stepError("credentials", err)
+	}
+	ready, _ := json.Marshal(childMessage{Ready: true})
+	if _, err := unix.Write(syncFD, ready); err != nil {
+		return stepError("sync", os.NewSyscallError("write", err))
+	}
+	err = unix.Exec(path, cfg.Argv, cfg.Env)
+	return stepError("exec", &os.PathError{Op: "execve", Path: path, Err: err})
+}
+
+// receiveConfig reads the config message and the fds that came with it.
+func receiveConfig() (*childConfig, []int, error) {
+	buf := make([]byte, 1<<20)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(syncFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, os.NewSyscallError("recvmsg", err)
+		}
+		if n == 0 {
+			return nil, nil, errors.New("parent closed the socket before sending a config")
+		}
+		var fds []int
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, m := range msgs {
+				got, err := unix.ParseUnixRights(&m)
+				if err != nil {
+					return nil, nil, err
+				}
+				fds = append(fds, got...)
+			}
+		}
+		cfg, err := decodeConfig(buf[:n])
+		return cfg, fds, err
+	}
+}

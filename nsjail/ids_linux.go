@@ -1,0 +1,85 @@
+package nsjail
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/neonbox/neonbox-ns/overlay"
+)
+
+// When neonbox-ns runs as root, the jail's ids 0-65535 map to host ids
+// hostIDBase to hostIDBase+65535: ids no host account or file owns, so the
+// jail's root holds none of host root's powers over host files. The range
+// sits in the block systemd leaves unassigned (0x70000000-0x7FFEFFFF,
+// systemd's UIDS-GIDS.md).
+const (
+	hostIDBase  = 0x70000000
+	jailIDCount = 65536
+)
+
+// idPlan says how ids are mapped for one run.
+type idPlan struct {
+	rootful  bool
+	uidMap   []syscall.SysProcIDMap
+	gidMap   []syscall.SysProcIDMap
+	jailUID  uint32 // CMD's ids inside the jail
+	jailGID  uint32
+	setGroup bool
+}
+
+// planIDs chooses the mapping for a workspace owned by wsUID:wsGID.
+//
+// As root: the jail maps 65536 ids onto the unprivileged host range and
+// the workspace is presented through an idmapped mount with that same
+// mapping, so a workspace file owned by host id n appears owned by jail
+// id n. CMD runs as the workspace owner's id, so it can write the
+// workspace and what it creates is committed with the owner's ids.
+//
+// As another user: the jail maps only its root to the caller, who must
+// own the workspace; no idmapped mount is needed (or allowed).
+func planIDs(wsUID, wsGID uint32) (idPlan, error) {
+	if os.Geteuid() != 0 {
+		uid, gid := os.Geteuid(), os.Getegid()
+		return idPlan{
+			uidMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			gidMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		}, nil
+	}
+	if wsUID >= jailIDCount || wsGID >= jailIDCount {
+		return idPlan{}, invalidf("workspace owner %d:%d is outside the jail's id range 0-%d", wsUID, wsGID, jailIDCount-1)
+	}
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: jailIDCount}}
+	return idPlan{rootful: true, uidMap: m, gidMap: m, jailUID: wsUID, jailGID: wsGID, setGroup: true}, nil
+}
+
+// commitIDs translates upper-dir owners back to workspace owners.
+func (p idPlan) commitIDs() overlay.IDMap {
+	if !p.rootful {
+		return overlay.Identity
+	}
+	return func(uid, gid uint32) (uint32, uint32, error) {
+		if uid < hostIDBase || uid >= hostIDBase+jailIDCount || gid < hostIDBase || gid >= hostIDBase+jailIDCount {
+			return 0, 0, fmt.Errorf("owner %d:%d is not a jail id", uid, gid)
+		}
+		return uid - hostIDBase, gid - hostIDBase, nil
+	}
+}
+
+// upperOwner is the host owner the upper dir's root gets, so the merged
+// workspace root looks owned by the workspace owner in the jail.
+func (p idPlan) upperOwner(wsUID, wsGID uint32) (int, int) {
+	if !p.rootful {
+		return os.Geteuid(), os.Getegid()
+	}
+	return int(hostIDBase + wsUID), int(hostIDBase + wsGID)
+}
+
+// mounterOwner is the host owner of the jail's root, which mounts the
+// overlay and so must own its work dir.
+func (p idPlan) mounterOwner() (int, int) {
+	if !p.rootful {
+		return os.Geteuid(), os.Getegid()
+	}
+	return hostIDBase, hostIDBase
+}

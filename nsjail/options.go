@@ -1,0 +1,189 @@
+package nsjail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// CommitMode says when a run's changes reach the workspace.
+type CommitMode string
+
+// Commit modes.
+const (
+	CommitOnSuccess CommitMode = "on-success"
+	CommitAlways    CommitMode = "always"
+	CommitNever     CommitMode = "never"
+)
+
+// ParseCommitMode parses the --commit flag.
+func ParseCommitMode(s string) (CommitMode, error) {
+	switch m := CommitMode(s); m {
+	case CommitOnSuccess, CommitAlways, CommitNever:
+		return m, nil
+	}
+	return "", fmt.Errorf("--commit %q: want on-success, always or never", s)
+}
+
+// ErrInvalid marks errors in a run's options: nothing was touched.
+var ErrInvalid = errors.New("invalid options")
+
+func invalidf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
+}
+
+// Options describe one run.
+type Options struct {
+	// Command is CMD and its arguments.
+	Command []string
+	// Workspace is the directory the run sees through overlayfs.
+	Workspace string
+	// StateDir holds the per-run directories; see DefaultStateDir.
+	StateDir string
+	// Commit says when changes are applied to the workspace.
+	Commit CommitMode
+	// Timeout ends the run when it expires; 0 means none.
+	Timeout time.Duration
+	// Env selects the jail's environment from HostEnv.
+	Env     EnvSpec
+	HostEnv []string
+	// Cwd is the caller's working directory: inside the workspace, CMD
+	// starts at the same path; elsewhere it starts at the workspace root.
+	Cwd string
+	// Stdin, Stdout and Stderr are CMD's; nil means /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// CaptureOutput records stdout and stderr in the receipt, at most
+	// OutputLimit bytes each, instead of passing them to Stdout/Stderr.
+	CaptureOutput bool
+	OutputLimit   int64
+	// Logger receives debug logs of the run's steps; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOutputLimit bounds each captured stream.
+const DefaultOutputLimit = 1 << 20
+
+// DefaultStateDir is /var/lib/neonbox for root and
+// $XDG_STATE_HOME/neonbox (or ~/.local/state/neonbox) for other users.
+func DefaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/neonbox"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "neonbox")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("neonbox-%d", os.Geteuid()))
+	}
+	return filepath.Join(home, ".local", "state", "neonbox")
+}
+
+// normalize checks o and fills in defaults; workspace and state dir come
+// back absolute with symlinks resolved.
+func (o *Options) normalize() error {
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		return invalidf("no command to run")
+	}
+	if o.Commit == "" {
+		o.Commit = CommitOnSuccess
+	}
+	if _, err := ParseCommitMode(string(o.Commit)); err != nil {
+		return invalidf("%v", err)
+	}
+	if o.Timeout < 0 {
+		return invalidf("negative timeout %v", o.Timeout)
+	}
+	if o.OutputLimit <= 0 {
+		o.OutputLimit = DefaultOutputLimit
+	}
+	if o.HostEnv == nil {
+		o.HostEnv = os.Environ()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if o.Cwd == "" {
+		if o.Cwd, err = os.Getwd(); err != nil {
+			return invalidf("working directory: %v", err)
+		}
+	}
+	if o.Workspace == "" {
+		o.Workspace = o.Cwd
+	}
+	if o.Workspace, err = resolveDir(o.Workspace, "workspace"); err != nil {
+		return err
+	}
+	if o.Workspace == "/" {
+		return invalidf("workspace: / cannot be a workspace")
+	}
+	for _, special := range []string{"/proc", "/dev", "/sys"} {
+		if within(o.Workspace, special) {
+			return invalidf("workspace %s: inside %s", o.Workspace, special)
+		}
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir()
+	}
+	if !filepath.IsAbs(o.StateDir) {
+		if o.StateDir, err = filepath.Abs(o.StateDir); err != nil {
+			return invalidf("state dir: %v", err)
+		}
+	}
+	if within(filepath.Clean(o.StateDir), o.Workspace) {
+		return invalidf("state dir %s is inside the workspace %s", o.StateDir, o.Workspace)
+	}
+	if err := os.MkdirAll(o.StateDir, 0o711); err != nil {
+		return invalidf("state dir: %v", err)
+	}
+	if o.StateDir, err = resolveDir(o.StateDir, "state dir"); err != nil {
+		return err
+	}
+	if within(o.StateDir, o.Workspace) {
+		return invalidf("state dir %s is inside the workspace %s", o.StateDir, o.Workspace)
+	}
+	if within(o.Workspace, o.StateDir) {
+		return invalidf("workspace %s is inside the state dir %s", o.Workspace, o.StateDir)
+	}
+	if strings.ContainsAny(o.StateDir, ",:\\\n") {
+		return invalidf("state dir %q: must not contain , : \\ or a newline (overlayfs options)", o.StateDir)
+	}
+	if c, err := filepath.EvalSymlinks(o.Cwd); err == nil {
+		o.Cwd = c
+	}
+	if !within(o.Cwd, o.Workspace) {
+		o.Cwd = o.Workspace
+	}
+	return nil
+}
+
+func resolveDir(p, what string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", invalidf("%s %s: %v", what, p, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", invalidf("%s %s does not exist", what, p)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", invalidf("%s %s: %v", what, p, err)
+	}
+	if !st.IsDir() {
+		return "", invalidf("%s %s is not a directory", what, p)
+	}
+	return real, nil
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}

@@ -1,0 +1,183 @@
+package nsjail
+
+// This file runs in the parent: the neonbox-ns process on the host. It
+// starts the jail's init, hands it its config and waits for the outcome.
+// The init's side of the protocol (protocol.go) is in child_linux.go.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
+	"github.com/neonbox/neonbox-ns/reexec"
+)
+
+// cloneFlags are the namespaces every jail gets.
+const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+	unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC
+
+var (
+	errTimeout  = errors.New("run timed out")
+	errCanceled = errors.New("run canceled")
+)
+
+// jailResult is what happened to the jail's process.
+type jailResult struct {
+	setupErr  *StepError // the init failed before execve
+	execStart time.Time  // when CMD started (zero if it never did)
+	exitTime  time.Time
+	state     *os.ProcessState
+	cause     error // errTimeout or errCanceled if the run was killed
+}
+
+// spawn starts the jail's init with cfg and waits for the jail to end.
+func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan) (*jailResult, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, stepError("spawn", os.NewSyscallError("socketpair", err))
+	}
+	parentEnd := os.NewFile(uintptr(pair[0]), "neonbox-sync")
+	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
+	defer parentEnd.Close()
+
+	cmd := reexec.Command(initName)
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{childEnd}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	cmd.WaitDelay = time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 cloneFlags,
+		UidMappings:                ids.uidMap,
+		GidMappings:                ids.gidMap,
+		GidMappingsEnableSetgroups: ids.rootful,
+		// The child starts with the caller's host ids, which root's
+		// mapping does not contain: become the jail's root before
+		// execve, or the init would run as the overflow id with no
+		// capabilities in its namespace.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !ids.rootful},
+		Pdeathsig:  syscall.SIGKILL,
+	}
+
+	started := make(chan error, 1)
+	exited := make(chan *os.ProcessState, 1)
+	go func() {
+		// The parent-death signal fires when the thread that forked
+		// the child exits, not the process (prctl(2)): keep this
+		// goroutine on its own thread for the life of the jail.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait() // the exit status is in ProcessState
+		exited <- cmd.ProcessState
+	}()
+	err = <-started
+	childEnd.Close()
+	if err != nil {
+		return nil, stepError("spawn", err)
+	}
+
+	res := &jailResult{}
+	// The cause is recorded before the kill, so a jail that died of it
+	// is never mistaken for one that died on its own.
+	killedBy := make(chan error, 1)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go func() {
+		select {
+		case <-ctx.Done():
+			killedBy <- context.Cause(ctx)
+			_ = cmd.Process.Kill()
+		case <-stopWatch:
+		}
+	}()
+
+	res.setupErr = handshake(parentEnd, cmd.Process.Pid, cfg, ids)
+	if res.setupErr != nil {
+		_ = cmd.Process.Kill()
+	} else {
+		res.execStart = time.Now()
+	}
+	res.state = <-exited
+	res.exitTime = time.Now()
+	select {
+	case res.cause = <-killedBy:
+	default:
+	}
+	return res, nil
+}
+
+// handshake sends the config (with the idmapped workspace, as root) and
+// waits until the init has exec'd CMD or reported why it could not.
+func handshake(sock *os.File, pid int, cfg *childConfig, ids idPlan) *StepError {
+	msg, err := json.Marshal(cfg)
+	if err != nil {
+		return stepError("config", err)
+	}
+	var rights []byte
+	if cfg.WorkspaceFD {
+		fd, err := idmappedWorkspace(cfg.Workspace, pid)
+		if err != nil {
+			return stepError("idmap", err)
+		}
+		defer unix.Close(fd)
+		rights = unix.UnixRights(fd)
+	}
+	if err := unix.Sendmsg(int(sock.Fd()), msg, rights, nil, 0); err != nil {
+		return stepError("config", os.NewSyscallError("sendmsg", err))
+	}
+	buf := make([]byte, 64<<10)
+	ready := false
+	for {
+		n, err := sock.Read(buf)
+		if n == 0 || errors.Is(err, io.EOF) {
+			if ready {
+				return nil
+			}
+			return &StepError{Stage: "init", Message: "the jail's init exited before it could report"}
+		}
+		if err != nil {
+			return stepError("sync", err)
+		}
+		var m childMessage
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			return stepError("sync", fmt.Errorf("bad message from init: %w", err))
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		ready = ready || m.Ready
+	}
+}
+
+// idmappedWorkspace returns a detached mount of the workspace whose ids
+// are shifted by the jail's user namespace mapping: a file owned by host
+// id n appears owned by jail id n (mount_setattr(2), MOUNT_ATTR_IDMAP).
+func idmappedWorkspace(workspace string, pid int) (int, error) {
+	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: "/proc/" + strconv.Itoa(pid) + "/ns/user", Err: err}
+	}
+	defer unix.Close(userns)
+	fd, err := linux.CloneTree(workspace, false)
+	if err != nil {
+		return -1, err
+	}
+	if err := linux.SetMountAttr(fd, unix.MOUNT_ATTR_IDMAP|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, userns, false); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "mount_setattr idmap", Path: workspace, Err: err}
+	}
+	return fd, nil
+}

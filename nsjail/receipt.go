@@ -1,0 +1,108 @@
+package nsjail
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/neonbox/neonbox-ns/overlay"
+)
+
+// Status is the outcome of a run.
+type Status string
+
+// Run outcomes.
+const (
+	// StatusSuccess: CMD exited 0.
+	StatusSuccess Status = "SUCCESS"
+	// StatusExecutionError: CMD exited non-zero, died of a signal, or
+	// could not be executed.
+	StatusExecutionError Status = "EXECUTION_ERROR"
+	// StatusTimeout: the run outlived its timeout and was killed.
+	StatusTimeout Status = "TIMEOUT"
+	// StatusCanceled: the caller canceled the run (context, or a signal
+	// to neonbox-ns) and it was killed.
+	StatusCanceled Status = "CANCELED"
+	// StatusMemoryExceeded: the run hit its memory limit.
+	StatusMemoryExceeded Status = "MEMORY_EXCEEDED"
+	// StatusSecurityViolation: the run did something the sandbox refuses
+	// to carry out or let pass.
+	StatusSecurityViolation Status = "SECURITY_VIOLATION"
+	// StatusSandboxError: an isolation step failed; CMD did not run or
+	// its result could not be committed.
+	StatusSandboxError Status = "SANDBOX_ERROR"
+)
+
+// Exit statuses of neonbox-ns exec that are not CMD's own.
+const (
+	ExitTimeout   = 124
+	ExitSandbox   = 125
+	ExitViolation = 123
+	ExitCanceled  = 130
+	ExitUsage     = 2
+)
+
+// Limits echoes the limits a run was given.
+type Limits struct {
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// Receipt describes one run. Field names are a stable contract: fields may
+// be added, never renamed.
+type Receipt struct {
+	ID        string   `json:"id"`
+	Status    Status   `json:"status"`
+	ExitCode  int      `json:"exit_code"`
+	Signal    *string  `json:"signal"`
+	Command   []string `json:"command"`
+	Workspace string   `json:"workspace"`
+
+	ExecutionTimeMS float64 `json:"execution_time_ms"`
+	CPUTimeMS       float64 `json:"cpu_time_ms"`
+	SetupMS         float64 `json:"setup_ms"`
+	CommitMS        float64 `json:"commit_ms"`
+	RollbackMS      float64 `json:"rollback_ms"`
+	TotalMS         float64 `json:"total_ms"`
+	PeakMemoryMB    float64 `json:"peak_memory_mb"`
+
+	FilesystemModified bool            `json:"filesystem_modified"`
+	Committed          bool            `json:"committed"`
+	RollbackPerformed  bool            `json:"rollback_performed"`
+	Changes            overlay.Changes `json:"changes"`
+
+	ScrubbedEnv []string   `json:"scrubbed_env"`
+	Limits      Limits     `json:"limits"`
+	Cgroup      string     `json:"cgroup"`
+	Error       *StepError `json:"error"`
+	Warnings    []string   `json:"warnings,omitempty"`
+
+	Stdout          *string `json:"stdout,omitempty"`
+	Stderr          *string `json:"stderr,omitempty"`
+	StdoutTruncated *bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated *bool   `json:"stderr_truncated,omitempty"`
+}
+
+// ExitStatus is the status neonbox-ns exec exits with for r.
+func (r *Receipt) ExitStatus() int {
+	switch r.Status {
+	case StatusTimeout:
+		return ExitTimeout
+	case StatusSandboxError:
+		return ExitSandbox
+	case StatusCanceled:
+		return ExitCanceled
+	case StatusSecurityViolation:
+		if r.Signal != nil {
+			return r.ExitCode
+		}
+		return ExitViolation
+	}
+	return r.ExitCode
+}
+
+// WriteJSON writes r as one indented JSON object.
+func (r *Receipt) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}

@@ -1,0 +1,252 @@
+package nsjail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/overlay"
+)
+
+// jailHome is HOME inside the jail: on the jail's private /tmp, so caches
+// never land in the workspace and vanish with the run.
+const jailHome = "/tmp/home"
+
+// Run runs one command in a fresh jail and reports what happened. The
+// error is non-nil only for invalid options (errors.Is(err, ErrInvalid)),
+// in which case nothing was touched; every other failure is a receipt
+// with status SANDBOX_ERROR.
+func Run(ctx context.Context, o Options) (*Receipt, error) {
+	t0 := time.Now()
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	var ws unix.Stat_t
+	if err := unix.Stat(o.Workspace, &ws); err != nil {
+		return nil, invalidf("workspace %s: %v", o.Workspace, err)
+	}
+	ids, err := planIDs(ws.Uid, ws.Gid)
+	if err != nil {
+		return nil, err
+	}
+	env, scrubbed, err := BuildEnv(o.HostEnv, o.Env, jailHome)
+	if err != nil {
+		return nil, invalidf("%v", err)
+	}
+	r := &Receipt{
+		ID:          newRunID(),
+		Command:     o.Command,
+		Workspace:   o.Workspace,
+		ScrubbedEnv: scrubbed,
+		Cgroup:      "none",
+		Limits:      Limits{TimeoutMS: o.Timeout.Milliseconds()},
+		Changes:     emptyChanges(),
+	}
+	if r.ScrubbedEnv == nil {
+		r.ScrubbedEnv = []string{}
+	}
+	log := o.Logger.With("run", r.ID)
+
+	rd, err := createRunDir(o.StateDir, r.ID, ids, &ws)
+	defer func() {
+		if err := rd.remove(); err != nil {
+			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
+		}
+		r.TotalMS = ms(time.Since(t0))
+	}()
+	if err != nil {
+		r.sandboxError(stepError("state", err))
+		return r, nil
+	}
+
+	var stdout, stderr *boundedBuffer
+	if o.CaptureOutput {
+		stdout = &boundedBuffer{limit: o.OutputLimit}
+		stderr = &boundedBuffer{limit: o.OutputLimit}
+		o.Stdout, o.Stderr = stdout, stderr
+	}
+	view := hostView()
+	cfg := &childConfig{
+		Argv:        o.Command,
+		Env:         env,
+		Cwd:         o.Cwd,
+		Hostname:    "neonbox",
+		RunDir:      rd.path,
+		Workspace:   o.Workspace,
+		WorkspaceFD: ids.rootful,
+		ReadOnly:    view.readOnly,
+		Symlinks:    view.symlinks,
+		Masked:      view.masked,
+		UID:         ids.jailUID,
+		GID:         ids.jailGID,
+		SetGroups:   ids.setGroup,
+		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
+	}
+	runCtx := ctx
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, o.Timeout, errTimeout)
+		defer cancel()
+	}
+	log.Debug("starting jail", "workspace", o.Workspace, "rundir", rd.path)
+	res, err := spawn(runCtx, &o, cfg, ids)
+	var se *StepError
+	if errors.As(err, &se) {
+		r.sandboxError(se)
+		r.RollbackPerformed = true
+		return r, nil
+	}
+	if stdout != nil {
+		r.Stdout, r.StdoutTruncated = stdout.result()
+		r.Stderr, r.StderrTruncated = stderr.result()
+	}
+	r.classify(res)
+	log.Debug("jail ended", "status", r.Status, "exit", r.ExitCode)
+	r.finishWorkspace(&o, rd, ids)
+	return r, nil
+}
+
+func emptyChanges() overlay.Changes {
+	return overlay.Changes{Added: []overlay.Change{}, Modified: []overlay.Change{}, Deleted: []overlay.Change{}}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (r *Receipt) sandboxError(se *StepError) {
+	r.Status, r.ExitCode, r.Error = StatusSandboxError, ExitSandbox, se
+}
+
+// classify sets status, exit code, signal and times from how the jail
+// ended.
+func (r *Receipt) classify(res *jailResult) {
+	if res.state != nil {
+		if ru, ok := res.state.SysUsage().(*syscall.Rusage); ok {
+			r.CPUTimeMS = ms(time.Duration(ru.Utime.Nano() + ru.Stime.Nano()))
+		}
+	}
+	if !res.execStart.IsZero() {
+		r.ExecutionTimeMS = ms(res.exitTime.Sub(res.execStart))
+	}
+	switch {
+	case errors.Is(res.cause, errTimeout):
+		r.Status, r.ExitCode = StatusTimeout, ExitTimeout
+		return
+	case res.cause != nil:
+		r.Status, r.ExitCode = StatusCanceled, ExitCanceled
+		return
+	case res.setupErr != nil && res.setupErr.Stage == "exec":
+		r.Status, r.Error = StatusExecutionError, res.setupErr
+		r.ExitCode = 126
+		if res.setupErr.Errno == int(unix.ENOENT) {
+			r.ExitCode = 127
+		}
+		return
+	case res.setupErr != nil:
+		r.sandboxError(res.setupErr)
+		return
+	}
+	ws, _ := res.state.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		name := unix.SignalName(ws.Signal())
+		r.Signal = &name
+		r.ExitCode = 128 + int(ws.Signal())
+		r.Status = StatusExecutionError
+		if ws.Signal() == unix.SIGSYS {
+			r.Status = StatusSecurityViolation
+		}
+	case ws.ExitStatus() == 0:
+		r.Status = StatusSuccess
+	default:
+		r.Status, r.ExitCode = StatusExecutionError, ws.ExitStatus()
+	}
+}
+
+// finishWorkspace commits or discards the run's upper dir. It runs after
+// the jail's pid namespace is gone, and with it the overlay mount.
+func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan) {
+	wantCommit := false
+	switch o.Commit {
+	case CommitAlways:
+		wantCommit = r.Status != StatusSandboxError && r.Status != StatusSecurityViolation
+	case CommitOnSuccess:
+		wantCommit = r.Status == StatusSuccess
+	}
+	plan, err := planCommit(rd.upper(), o.Workspace, ids.commitIDs())
+	switch {
+	case err == nil:
+		r.Changes = plan.Changes
+		r.FilesystemModified = !plan.Changes.Empty()
+	case !wantCommit:
+		r.Warnings = append(r.Warnings, "list changes: "+err.Error())
+	case errors.Is(err, overlay.ErrRefused):
+		r.Status, r.ExitCode = StatusSecurityViolation, ExitViolation
+		r.Error = &StepError{Stage: "commit", Op: "plan", Message: err.Error()}
+		wantCommit = false
+	default:
+		r.sandboxError(stepError("commit", err))
+		wantCommit = false
+	}
+	if wantCommit {
+		t := time.Now()
+		err := overlay.Apply(plan, rd.upper(), o.Workspace, ids.commitIDs())
+		r.CommitMS = ms(time.Since(t))
+		if err != nil {
+			r.sandboxError(stepError("commit", err))
+			r.Warnings = append(r.Warnings, "the workspace may hold part of the change set")
+			return
+		}
+		r.Committed = true
+		return
+	}
+	t := time.Now()
+	if err := rd.discardUpper(); err != nil {
+		r.Warnings = append(r.Warnings, "discard changes: "+err.Error())
+	}
+	r.RollbackMS = ms(time.Since(t))
+	r.RollbackPerformed = true
+}
+
+func planCommit(upper, workspace string, ids overlay.IDMap) (*overlay.Plan, error) {
+	up, err := overlay.OpenDirTree(upper, true)
+	if err != nil {
+		return nil, err
+	}
+	defer up.Close()
+	ws, err := overlay.OpenDirTree(workspace, false)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	plan, err := overlay.PlanCommit(up, ws, ids)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if plan.Changes.Added == nil {
+		plan.Changes.Added = []overlay.Change{}
+	}
+	if plan.Changes.Modified == nil {
+		plan.Changes.Modified = []overlay.Change{}
+	}
+	if plan.Changes.Deleted == nil {
+		plan.Changes.Deleted = []overlay.Change{}
+	}
+	return plan, nil
+}
+
+// anyTerminal reports whether one of the streams is a terminal.
+func anyTerminal(streams ...any) bool {
+	for _, s := range streams {
+		if f, ok := s.(*os.File); ok && f != nil {
+			if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}

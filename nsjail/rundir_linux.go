@@ -1,0 +1,163 @@
+package nsjail
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// runDir is a run's directory under the state dir:
+//
+//	runs/<id>/root   mount point of the jail's new root (in the jail only)
+//	runs/<id>/lower  mount point of the workspace's lower layer (likewise)
+//	runs/<id>/upper  overlay upper dir: the run's changes
+//	runs/<id>/work   overlay work dir
+//
+// Nothing is ever mounted on these in the host's mount namespace.
+type runDir struct {
+	path string
+}
+
+func (d runDir) upper() string { return filepath.Join(d.path, "upper") }
+
+func newRunID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// createRunDir makes the run's directories. ws is the workspace root's
+// stat: the upper dir's root copies its mode and times, because overlay
+// shows the upper root's attributes for the merged root.
+func createRunDir(stateDir, id string, ids idPlan, ws *unix.Stat_t) (runDir, error) {
+	runs := filepath.Join(stateDir, "runs")
+	if err := os.MkdirAll(runs, 0o711); err != nil {
+		return runDir{}, err
+	}
+	d := runDir{path: filepath.Join(runs, id)}
+	// 0711: the jail's root (an unprivileged host id) must be able to
+	// reach the mount points and layers, and nothing else.
+	if err := os.Mkdir(d.path, 0o711); err != nil {
+		return runDir{}, err
+	}
+	if err := os.Chmod(d.path, 0o711); err != nil {
+		return d, err
+	}
+	for _, sub := range []string{"root", "lower", "upper", "work"} {
+		if err := os.Mkdir(filepath.Join(d.path, sub), 0o700); err != nil {
+			return d, err
+		}
+	}
+	uid, gid := ids.mounterOwner()
+	if err := os.Lchown(filepath.Join(d.path, "work"), uid, gid); err != nil {
+		return d, err
+	}
+	upper := d.upper()
+	uid, gid = ids.upperOwner(ws.Uid, ws.Gid)
+	if err := os.Lchown(upper, uid, gid); err != nil {
+		return d, err
+	}
+	if err := unix.Chmod(upper, ws.Mode&0o7777); err != nil {
+		return d, &fs.PathError{Op: "chmod", Path: upper, Err: err}
+	}
+	if err := unix.UtimesNano(upper, []unix.Timespec{ws.Atim, ws.Mtim}); err != nil {
+		return d, &fs.PathError{Op: "utimes", Path: upper, Err: err}
+	}
+	return d, nil
+}
+
+// discardUpper throws the run's changes away: that is the rollback.
+func (d runDir) discardUpper() error {
+	return removeTree(d.upper())
+}
+
+// remove deletes the run directory. It refuses if anything below it is a
+// mount point in this mount namespace: removing through a mount would
+// delete what is mounted there.
+func (d runDir) remove() error {
+	if d.path == "" {
+		return nil
+	}
+	if m, err := mountsBelow(d.path); err != nil {
+		return err
+	} else if len(m) > 0 {
+		return fmt.Errorf("remove %s: still mounted: %s", d.path, strings.Join(m, ", "))
+	}
+	return removeTree(d.path)
+}
+
+// removeTree is os.RemoveAll that also clears directories it may not
+// list: overlay leaves its work/work directory with mode 0.
+func removeTree(p string) error {
+	err := os.RemoveAll(p)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	_ = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+		if e != nil && e.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
+
+// mountsBelow lists mount points at or below dir in this mount namespace.
+func mountsBelow(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if within(mp, dir) {
+			out = append(out, mp)
+		}
+	}
+	return out, sc.Err()
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of
+// /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			ok := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				v = v*8 + byte(c-'0')
+			}
+			if ok {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

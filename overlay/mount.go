@@ -1,0 +1,41 @@
+package overlay
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MountData returns the mount(2) data string for an overlay of upper on
+// lower, with work as overlay's work directory.
+//
+// The options are fixed by what a jailed, rollback-able workspace needs:
+//   - userxattr: the mount is made inside a user namespace, where overlay
+//     must keep its markers in user.overlay.* (trusted.* is unavailable);
+//   - redirect_dir=nofollow, metacopy=off: every change is self-contained in
+//     upper, which a commit can apply without reading lower again
+//     (userxattr refuses redirect_dir=on anyway, so renaming a lower
+//     directory gives EXDEV and tools fall back to copying);
+//   - index=off, xino=off: no cross-layer inode bookkeeping to carry over;
+//   - volatile: overlay skips syncing the upper directory; a rollback
+//     throws it away and a commit makes its own changes durable.
+func MountData(lower, upper, work string) (string, error) {
+	for _, p := range []string{lower, upper, work} {
+		if err := checkOptionPath(p); err != nil {
+			return "", err
+		}
+	}
+	return "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
+		",userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off,volatile", nil
+}
+
+// checkOptionPath refuses paths that overlay's option parser would split or
+// unescape.
+func checkOptionPath(p string) error {
+	if p == "" || p[0] != '/' {
+		return fmt.Errorf("overlay layer path %q is not absolute", p)
+	}
+	if strings.ContainsAny(p, ",:\\\n") {
+		return fmt.Errorf("overlay layer path %q contains one of , : \\ or a newline", p)
+	}
+	return nil
+}
