@@ -152,6 +152,9 @@ func (o *Options) normalize() error {
 	if within(o.Workspace, o.StateDir) {
 		return invalidf("workspace %s is inside the state dir %s", o.Workspace, o.StateDir)
 	}
+	if err := checkTraversable(o.StateDir); err != nil {
+		return err
+	}
 	if strings.ContainsAny(o.StateDir, ",:\\\n") {
 		return invalidf("state dir %q: must not contain , : \\ or a newline (overlayfs options)", o.StateDir)
 	}
@@ -186,4 +189,24 @@ func resolveDir(p, what string) (string, error) {
 // within reports whether p is dir or below it (both clean and absolute).
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// checkTraversable makes sure that, as root, the jail's unprivileged ids
+// can reach the state dir: its init mounts on run directories there.
+func checkTraversable(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return invalidf("state dir: %v", err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return invalidf("state dir %s: the jail's ids cannot reach it, %s has mode %#o (needs o+x)", dir, p, st.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }

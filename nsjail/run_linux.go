@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	r.classify(res)
 	log.Debug("jail ended", "status", r.Status, "exit", r.ExitCode)
-	r.finishWorkspace(&o, rd, ids)
+	r.finishWorkspace(&o, rd, ids, log)
 	return r, nil
 }
 
@@ -169,7 +170,7 @@ func (r *Receipt) classify(res *jailResult) {
 
 // finishWorkspace commits or discards the run's upper dir. It runs after
 // the jail's pid namespace is gone, and with it the overlay mount.
-func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan) {
+func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.Logger) {
 	wantCommit := false
 	switch o.Commit {
 	case CommitAlways:
@@ -180,6 +181,7 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan) {
 	plan, err := planCommit(rd.upper(), o.Workspace, ids.commitIDs())
 	switch {
 	case err == nil:
+		log.Debug("commit plan", "ops", plan.Ops)
 		r.Changes = plan.Changes
 		r.FilesystemModified = !plan.Changes.Empty()
 	case !wantCommit:

@@ -63,7 +63,10 @@ func (a *applier) do(op Op) error {
 	case OpPlace:
 		return a.place(op.Path)
 	case OpSetMeta:
-		return a.setDirMeta(op.Path)
+		if op.Meta == nil {
+			return errors.New("setmeta without metadata")
+		}
+		return a.setDirMeta(op.Path, op.Meta)
 	}
 	return fmt.Errorf("unknown operation %d", op.Kind)
 }
@@ -209,20 +212,51 @@ func setTimes(dirfd int, name string, st *unix.Stat_t, flags int) error {
 	return nil
 }
 
-// setDirMeta copies the metadata of an upper directory onto the workspace
-// directory at the same path.
-func (a *applier) setDirMeta(rel string) error {
-	src, err := openBeneath(a.up, rel, unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(src)
+// setDirMeta gives the workspace directory at rel the owner, mode, user
+// xattrs and mtime the plan recorded for it.
+func (a *applier) setDirMeta(rel string, meta *Node) error {
 	dst, err := openBeneath(a.ws, rel, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dst)
-	return copyMeta(src, dst, a.ids)
+	if err := unix.Fchownat(dst, "", int(meta.UID), int(meta.GID), unix.AT_EMPTY_PATH); err != nil {
+		return &fs.PathError{Op: "chown", Path: rel, Err: err}
+	}
+	if err := unix.Chmod(procPath(dst), modeToUnix(meta.Mode)&^unix.S_ISUID); err != nil {
+		return &fs.PathError{Op: "chmod", Path: rel, Err: err}
+	}
+	if err := syncXattrs(procPath(dst), meta.Xattrs); err != nil {
+		return err
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(meta.MTime)}
+	if err := unix.UtimesNanoAt(dst, "", ts, unix.AT_EMPTY_PATH); err != nil {
+		return &fs.PathError{Op: "utimensat", Path: rel, Err: err}
+	}
+	return nil
+}
+
+// syncXattrs makes the user.* xattrs of p exactly want.
+func syncXattrs(p string, want map[string]string) error {
+	have, err := listXattrs(p, true)
+	if err != nil {
+		return &fs.PathError{Op: "listxattr", Path: p, Err: err}
+	}
+	for k := range have {
+		if _, keep := want[k]; strings.HasPrefix(k, "user.") && !keep {
+			if err := unix.Removexattr(p, k); err != nil && !errors.Is(err, unix.ENODATA) {
+				return &fs.PathError{Op: "removexattr " + k, Path: p, Err: err}
+			}
+		}
+	}
+	for k, v := range want {
+		if cur, ok := have[k]; !ok || cur != v {
+			if err := unix.Setxattr(p, k, []byte(v), 0); err != nil {
+				return &fs.PathError{Op: "setxattr " + k, Path: p, Err: err}
+			}
+		}
+	}
+	return nil
 }
 
 // copyMeta gives dst (an O_PATH fd of a file or directory) the owner (as
@@ -255,23 +289,8 @@ func copyMeta(src, dst int, ids IDMap) error {
 	if err := t.setXattrs(&want, raw); err != nil {
 		return err
 	}
-	have, err := listXattrs(procPath(dst), true)
-	if err != nil {
+	if err := syncXattrs(procPath(dst), want.Xattrs); err != nil {
 		return err
-	}
-	for k := range have {
-		if _, keep := want.Xattrs[k]; strings.HasPrefix(k, "user.") && !keep {
-			if err := unix.Removexattr(procPath(dst), k); err != nil && !errors.Is(err, unix.ENODATA) {
-				return &fs.PathError{Op: "removexattr " + k, Path: "", Err: err}
-			}
-		}
-	}
-	for k, v := range want.Xattrs {
-		if have[k] != v {
-			if err := unix.Setxattr(procPath(dst), k, []byte(v), 0); err != nil {
-				return &fs.PathError{Op: "setxattr " + k, Path: "", Err: err}
-			}
-		}
 	}
 	return setTimes(dst, "", &st, unix.AT_EMPTY_PATH)
 }

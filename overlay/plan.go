@@ -44,6 +44,10 @@ func (k OpKind) String() string {
 type Op struct {
 	Kind OpKind
 	Path string
+	// Meta is, for OpSetMeta, the upper directory as the run left it
+	// (owner already translated). It is captured when planning because
+	// moving children out of an upper directory changes its mtime.
+	Meta *Node
 }
 
 // Change is one entry of the change list a receipt reports.
@@ -115,14 +119,13 @@ func PlanCommit(upper, workspace Tree, ids IDMap) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.mergeDir(""); err != nil {
-		return nil, err
-	}
 	wroot, err := workspace.Lstat("")
 	if err != nil {
 		return nil, fmt.Errorf("workspace root: %w", err)
 	}
-	p.dirMeta("", root, wroot)
+	if err := p.mergeDir("", root, wroot); err != nil {
+		return nil, err
+	}
 	if len(p.refused) > 0 {
 		sort.Strings(p.refused)
 		return nil, &RefusedError{Paths: p.refused}
@@ -191,17 +194,30 @@ func (p *planner) wsLstat(rel string) (Node, bool, error) {
 	return n, true, nil
 }
 
-// mergeDir handles an upper directory that sits on a workspace directory
-// and is not opaque: both contribute, so the children decide.
-func (p *planner) mergeDir(rel string) error {
+// mergeDir handles an upper directory u that sits on a workspace
+// directory w and is not opaque: both contribute, so the children decide.
+func (p *planner) mergeDir(rel string, u, w Node) error {
 	entries, err := p.upperDir(rel)
 	if err != nil {
 		return err
 	}
-	for _, u := range entries {
-		if err := p.entry(path.Join(rel, u.Name), u); err != nil {
+	before := len(p.plan.Ops)
+	for _, c := range entries {
+		if err := p.entry(path.Join(rel, c.Name), c); err != nil {
 			return err
 		}
+	}
+	// A new mtime on a directory whose children did not change was set
+	// on purpose (touch); otherwise it follows from the children.
+	changed := !sameMeta(u, w) || (u.MTime != w.MTime && len(p.plan.Ops) == before)
+	if changed && rel != "" {
+		p.change(&p.plan.Changes.Modified, rel, TypeDir)
+	}
+	// Changing the children changes the directory's mtime: set it back
+	// to what the run left as well.
+	if changed || u.MTime != w.MTime || len(p.plan.Ops) > before {
+		meta := u
+		p.plan.Ops = append(p.plan.Ops, Op{Kind: OpSetMeta, Path: rel, Meta: &meta})
 	}
 	return nil
 }
@@ -223,22 +239,24 @@ func (p *planner) entry(rel string, u Node) error {
 		return p.deletedTree(rel, w)
 	case TypeDir:
 		if exists && w.Type == TypeDir && !u.Opaque {
-			if err := p.mergeDir(rel); err != nil {
-				return err
-			}
-			p.dirMeta(rel, u, w)
-			return nil
+			return p.mergeDir(rel, u, w)
 		}
 	default:
-		if exists && w.Type == u.Type && w.MTime == u.MTime && w.Size == u.Size && sameMeta(u, w) {
+		// An upper entry that matches the workspace in every respect
+		// is a copy-up without a change (a file opened for writing
+		// and left alone). Hard-linked ones are placed anyway: the
+		// run may have linked them to new names.
+		if exists && w.Type == u.Type && w.MTime == u.MTime && w.Size == u.Size && u.Nlink <= 1 && sameMeta(u, w) {
 			same, err := p.sameContent(rel, u)
 			if err != nil || same {
 				return err
 			}
 		}
 	}
-	// u replaces whatever the workspace has at rel.
-	if exists && w.Type == TypeDir {
+	// u replaces whatever the workspace has at rel. rename(2) replaces
+	// a file or symlink in one step, but never puts a directory over a
+	// non-directory or the other way round.
+	if exists && (w.Type == TypeDir || u.Type == TypeDir) {
 		p.op(OpRemove, rel)
 	}
 	p.op(OpPlace, rel)
@@ -258,19 +276,6 @@ func (p *planner) entry(rel string, u Node) error {
 			return p.addedChildren(rel)
 		}
 		return nil
-	}
-}
-
-func (p *planner) dirMeta(rel string, u, w Node) {
-	if !sameMeta(u, w) {
-		p.op(OpSetMeta, rel)
-		if rel != "" {
-			p.change(&p.plan.Changes.Modified, rel, TypeDir)
-		}
-		return
-	}
-	if u.MTime != w.MTime {
-		p.op(OpSetMeta, rel)
 	}
 }
 
