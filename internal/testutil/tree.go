@@ -152,4 +152,3 @@ func WorldTraversableTempDir(t testing.TB) string {
 	}
 	return d
 }
-
