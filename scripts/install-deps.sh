@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what building and testing neonbox-ns needs on a Debian 12 (or
+# newer) machine, as root. Safe to run again: it only installs what is
+# missing.
+set -euo pipefail
+
+GO_MIN=1.24                  # go.mod's go line
+GO_BOOTSTRAP=1.24.11         # fetched when no Go >= GO_MIN is installed
+PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev python3 util-linux)
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: run as root (apt-get and /usr/local need it)" >&2
+	exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+export PATH="/usr/local/go/bin:$PATH"
+go_ok() {
+	command -v go >/dev/null 2>&1 || return 1
+	local v
+	v=$(go env GOVERSION 2>/dev/null | sed 's/^go//') || return 1
+	[ "$(printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V | head -n1)" = "$GO_MIN" ]
+}
+if ! go_ok; then
+	# Debian's own Go is older than go.mod needs. Any Go can fetch a newer
+	# toolchain as an ordinary module through the module proxy.
+	echo "install-deps: installing Go $GO_BOOTSTRAP"
+	if ! command -v go >/dev/null 2>&1; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go ca-certificates
+	fi
+	tmp=$(mktemp -d)
+	trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+	dir=$(cd "$tmp" && GOFLAGS=-mod=mod GOMODCACHE="$tmp/mod" GOTOOLCHAIN=local \
+		go mod download -json "golang.org/toolchain@v0.0.1-go${GO_BOOTSTRAP}.linux-amd64" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$dir" ] && [ -f "$dir/bin/go" ] || { echo "install-deps: could not fetch Go $GO_BOOTSTRAP" >&2; exit 1; }
+	rm -rf /usr/local/go
+	cp -r "$dir" /usr/local/go
+	chmod -R u+w,a+rX /usr/local/go
+	chmod a+x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/*
+	go_ok || { echo "install-deps: Go in /usr/local/go does not run" >&2; exit 1; }
+fi
+echo "install-deps: ok ($(go version))"
