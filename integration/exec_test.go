@@ -68,6 +68,8 @@ func TestReceiptFields(t *testing.T) {
 	assert.Equal(t, true, rec["committed"])
 	assert.Equal(t, false, rec["rollback_performed"])
 	assert.Equal(t, "none", rec["cgroup"])
+	assert.Greater(t, rec["setup_ms"], 0.0)
+	assert.Greater(t, rec["total_ms"], rec["setup_ms"])
 	assert.Contains(t, rec["scrubbed_env"], "GITHUB_TOKEN")
 	assert.NotContains(t, r.stdout, "ghp_integration", "names of scrubbed variables, never values")
 	changes := rec["changes"].(map[string]any)

@@ -107,6 +107,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.Stderr, r.StderrTruncated = stderr.result()
 	}
 	r.classify(res)
+	if !res.execStart.IsZero() {
+		r.SetupMS = ms(res.execStart.Sub(t0))
+	}
 	log.Debug("jail ended", "status", r.Status, "exit", r.ExitCode)
 	r.finishWorkspace(&o, rd, ids, log)
 	return r, nil
