@@ -1,6 +1,7 @@
 package nsjail_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,4 +221,26 @@ func assertNoJailProcesses(t *testing.T) {
 		}
 		assert.Less(t, st.Uid, uint32(0x70000000), "process %s runs as a jail id", ent.Name())
 	}
+}
+
+// Canceling the context kills the run and rolls it back.
+func TestCanceledRunRollsBack(t *testing.T) {
+	e := newJailEnv(t)
+	makeFixture(t, e.ws)
+	before := testutil.Snapshot(t, e.ws)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r, err := nsjail.Run(ctx, nsjail.Options{
+		Command:   []string{"sh", "-c", "echo x >> f.txt; rm -rf dir; sleep 30"},
+		Workspace: e.ws,
+		StateDir:  e.state,
+		HostEnv:   []string{"PATH=/usr/bin:/bin"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, nsjail.StatusCanceled, r.Status)
+	assert.Equal(t, nsjail.ExitCanceled, r.ExitStatus())
+	assert.True(t, r.RollbackPerformed)
+	assert.Equal(t, before, testutil.Snapshot(t, e.ws))
+	e.requireClean(t)
+	assertNoJailProcesses(t)
 }

@@ -4,7 +4,8 @@
 # missing.
 set -euo pipefail
 
-GO_MIN=1.24                  # go.mod's go line
+GO_MIN=${NEONBOX_GO_MIN:-1.24}         # go.mod's go line
+GO_ROOT=${NEONBOX_GO_ROOT:-/usr/local/go}
 GO_BOOTSTRAP=1.24.11         # fetched when no Go >= GO_MIN is installed
 PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev python3 util-linux)
 
@@ -23,7 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-export PATH="/usr/local/go/bin:$PATH"
+export PATH="$GO_ROOT/bin:$PATH"
 go_ok() {
 	command -v go >/dev/null 2>&1 || return 1
 	local v
@@ -43,10 +44,11 @@ if ! go_ok; then
 		go mod download -json "golang.org/toolchain@v0.0.1-go${GO_BOOTSTRAP}.linux-amd64" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[ -n "$dir" ] && [ -f "$dir/bin/go" ] || { echo "install-deps: could not fetch Go $GO_BOOTSTRAP" >&2; exit 1; }
-	rm -rf /usr/local/go
-	cp -r "$dir" /usr/local/go
-	chmod -R u+w,a+rX /usr/local/go
-	chmod a+x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/*
-	go_ok || { echo "install-deps: Go in /usr/local/go does not run" >&2; exit 1; }
+	rm -rf "$GO_ROOT"
+	cp -r "$dir" "$GO_ROOT"
+	chmod -R u+w,a+rX "$GO_ROOT"
+	chmod a+x "$GO_ROOT"/bin/* "$GO_ROOT"/pkg/tool/*/*
+	hash -r
+	go_ok || { echo "install-deps: Go in $GO_ROOT does not run" >&2; exit 1; }
 fi
 echo "install-deps: ok ($(go version))"
