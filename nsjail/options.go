@@ -49,6 +49,9 @@ type Options struct {
 	Commit CommitMode
 	// Timeout ends the run when it expires; 0 means none.
 	Timeout time.Duration
+	// LockTimeout is how long to wait while another run holds the
+	// workspace; 0 means DefaultLockTimeout, negative means not at all.
+	LockTimeout time.Duration
 	// Env selects the jail's environment from HostEnv.
 	Env     EnvSpec
 	HostEnv []string
@@ -99,6 +102,11 @@ func (o *Options) normalize() error {
 	}
 	if o.Timeout < 0 {
 		return invalidf("negative timeout %v", o.Timeout)
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	} else if o.LockTimeout < 0 {
+		o.LockTimeout = 0
 	}
 	if o.OutputLimit <= 0 {
 		o.OutputLimit = DefaultOutputLimit

@@ -53,6 +53,14 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	log := o.Logger.With("run", r.ID)
 
+	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout)
+	if err != nil {
+		r.sandboxError(stepError("lock", err))
+		r.TotalMS = ms(time.Since(t0))
+		return r, nil
+	}
+	defer lock.release()
+
 	rd, err := createRunDir(o.StateDir, r.ID, ids, &ws)
 	defer func() {
 		if err := rd.remove(); err != nil {

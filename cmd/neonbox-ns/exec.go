@@ -111,6 +111,7 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 	stateDir := fs.String("state-dir", "", "where per-run directories live (default: /var/lib/neonbox as root, $XDG_STATE_HOME/neonbox otherwise)")
 	commit := fs.String("commit", "on-success", "when to apply changes: on-success, always or never")
 	timeout := fs.String("timeout", "", "kill the run after this long (500ms, 3s, 2m)")
+	lockTimeout := fs.String("lock-timeout", nsjail.DefaultLockTimeout.String(), "wait this long while another run holds the workspace (0: do not wait)")
 	fs.Var(&env, "env", "set KEY=VALUE in the jail (repeatable)")
 	fs.Var(&keepEnv, "keep-env", "pass the host variable NAME through (repeatable)")
 	fs.Var(&allowSecret, "allow-secret", "let --keep-env pass NAME although it looks like a secret (repeatable)")
@@ -153,6 +154,13 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 			err = fmt.Errorf("--timeout: %w", err)
 			return
 		}
+	}
+	if o.LockTimeout, err = units.ParseDuration(*lockTimeout); err != nil {
+		err = fmt.Errorf("--lock-timeout: %w", err)
+		return
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = -1 // Options: negative means do not wait
 	}
 	if o.OutputLimit, err = units.ParseSize(*outputLimit); err != nil {
 		err = fmt.Errorf("--output-limit: %w", err)

@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Two runs on one workspace never overlap: the second waits for the
+// first, up to --lock-timeout, then gives up with a clear error.
+func TestConcurrentRunsOnOneWorkspace(t *testing.T) {
+	e := newEnv(t)
+	first := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--",
+		"sh", "-c", "echo first > first.txt; sleep 1")
+	first.Env = []string{"PATH=/usr/bin:/bin"}
+	var firstErr bytes.Buffer
+	first.Stderr = &firstErr
+	require.NoError(t, first.Start())
+	waitFor(t, func() bool { return hasRunDir(e.state) })
+
+	busy := e.exec(t, "", []string{"--lock-timeout", "100ms", "--json"}, "sh", "-c", "echo second > second.txt")
+	assert.Equal(t, 125, busy.code)
+	rec := decodeReceipt(t, busy.stdout)
+	errObj := rec["error"].(map[string]any)
+	assert.Equal(t, "lock", errObj["stage"])
+	assert.Contains(t, errObj["message"], "in use by another run")
+
+	waited := e.exec(t, "", []string{"--lock-timeout", "20s"}, "sh", "-c", "cat first.txt > second.txt")
+	assert.Equal(t, 0, waited.code, waited.stderr)
+	require.NoError(t, first.Wait(), firstErr.String())
+	got, err := os.ReadFile(filepath.Join(e.ws, "second.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "first\n", string(got), "the second run saw the first one's commit")
+}
+
+func hasRunDir(state string) bool {
+	entries, _ := os.ReadDir(filepath.Join(state, "runs"))
+	return len(entries) > 0
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not met in 10s")
+}
