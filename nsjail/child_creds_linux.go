@@ -12,12 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/internal/linux"
+	"github.com/neonbox/neonbox-ns/seccomp"
 )
 
 // dropPrivileges leaves the thread with no capabilities in any set and no
 // way back: securebits keep uid 0 from regaining them at execve
 // (capabilities(7), "The securebits flags"), the bounding set is empty,
-// no_new_privs is set, and the jail ids are cfg.UID and cfg.GID.
+// no_new_privs is set, the jail ids are cfg.UID and cfg.GID, and the
+// seccomp filter is loaded.
 func dropPrivileges(cfg *childConfig) error {
 	last, err := linux.LastCap()
 	if err != nil {
@@ -55,6 +57,9 @@ func dropPrivileges(cfg *childConfig) error {
 		return os.NewSyscallError("capset", err)
 	}
 	if err := linux.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		return err
+	}
+	if err := seccomp.Load(cfg.Seccomp); err != nil {
 		return err
 	}
 	// A change of credentials clears the parent-death signal; set it

@@ -59,6 +59,9 @@ type childConfig struct {
 	SetGroups bool `json:"set_groups"`
 	// DevPts asks for a /dev/pts, for runs attached to a terminal.
 	DevPts bool `json:"dev_pts"`
+	// Seccomp is the compiled filter (classic BPF) loaded just before
+	// execve.
+	Seccomp []byte `json:"seccomp"`
 }
 
 type symlink struct {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/overlay"
+	"github.com/neonbox/neonbox-ns/seccomp"
 )
 
 // jailHome is HOME inside the jail: on the jail's private /tmp, so caches
@@ -79,6 +80,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		stderr = &boundedBuffer{limit: o.OutputLimit}
 		o.Stdout, o.Stderr = stdout, stderr
 	}
+	filter, err := seccomp.Compile(seccomp.DefaultProfile(true))
+	if err != nil {
+		r.sandboxError(stepError("seccomp", err))
+		return r, nil
+	}
 	view := hostView()
 	cfg := &childConfig{
 		Argv:        o.Command,
@@ -95,6 +101,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		GID:         ids.jailGID,
 		SetGroups:   ids.setGroup,
 		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
+		Seccomp:     filter.BPF,
 	}
 	runCtx := ctx
 	if o.Timeout > 0 {

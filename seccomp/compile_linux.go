@@ -1,0 +1,213 @@
+package seccomp
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// Program is a compiled filter: classic BPF instructions as the kernel
+// takes them (struct sock_filter, 8 bytes each).
+type Program struct {
+	BPF []byte
+	// Hash identifies the profile it was compiled from.
+	Hash string
+}
+
+var cache sync.Map // profile hash -> *Program
+
+// Compile turns p into a BPF program, or returns the one compiled for an
+// identical profile earlier in this process.
+func Compile(p *specs.LinuxSeccomp) (*Program, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw)
+	hash := fmt.Sprintf("%x", sum[:16])
+	if prog, ok := cache.Load(hash); ok {
+		return prog.(*Program), nil
+	}
+	bpf, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
+	prog, _ := cache.LoadOrStore(hash, &Program{BPF: bpf, Hash: hash})
+	return prog.(*Program), nil
+}
+
+func compile(p *specs.LinuxSeccomp) ([]byte, error) {
+	def, err := action(p.DefaultAction, p.DefaultErrnoRet)
+	if err != nil {
+		return nil, fmt.Errorf("defaultAction: %w", err)
+	}
+	f, err := libseccomp.NewFilter(def)
+	if err != nil {
+		return nil, fmt.Errorf("new filter: %w", err)
+	}
+	defer f.Release()
+	if err := f.SetBadArchAction(libseccomp.ActKillProcess); err != nil {
+		return nil, err
+	}
+	// The jail's init sets no_new_privs itself before loading.
+	if err := f.SetNoNewPrivsBit(false); err != nil {
+		return nil, err
+	}
+	for _, a := range p.Architectures {
+		arch, err := libseccomp.GetArchFromString(archName(a))
+		if err != nil {
+			return nil, fmt.Errorf("architecture %q: %w", a, err)
+		}
+		if err := f.AddArch(arch); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("architecture %q: %w", a, err)
+		}
+	}
+	for i, sc := range p.Syscalls {
+		act, err := action(sc.Action, sc.ErrnoRet)
+		if err != nil {
+			return nil, fmt.Errorf("syscalls[%d].action: %w", i, err)
+		}
+		conds, err := conditions(sc.Args)
+		if err != nil {
+			return nil, fmt.Errorf("syscalls[%d].args: %w", i, err)
+		}
+		for _, name := range sc.Names {
+			nr, err := libseccomp.GetSyscallFromName(name)
+			if err != nil {
+				return nil, fmt.Errorf("syscalls[%d]: unknown system call %q", i, name)
+			}
+			if act == def {
+				continue // libseccomp refuses rules that repeat the default
+			}
+			if len(conds) == 0 {
+				err = f.AddRule(nr, act)
+			} else {
+				err = f.AddRuleConditional(nr, act, conds)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("syscalls[%d] %s: %w", i, name, err)
+			}
+		}
+	}
+	return exportBPF(f)
+}
+
+// exportBPF writes the filter to a memfd and reads it back: libseccomp
+// 2.5 exports only to a file descriptor.
+func exportBPF(f *libseccomp.ScmpFilter) ([]byte, error) {
+	fd, err := unix.MemfdCreate("neonbox-seccomp", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("memfd_create", err)
+	}
+	mf := os.NewFile(uintptr(fd), "neonbox-seccomp")
+	defer mf.Close()
+	if err := f.ExportBPF(mf); err != nil {
+		return nil, fmt.Errorf("export bpf: %w", err)
+	}
+	if _, err := mf.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	bpf, err := io.ReadAll(mf)
+	if err != nil {
+		return nil, err
+	}
+	if len(bpf) == 0 || len(bpf)%8 != 0 {
+		return nil, fmt.Errorf("export bpf: %d bytes is not a filter", len(bpf))
+	}
+	return bpf, nil
+}
+
+func action(a specs.LinuxSeccompAction, errno *uint) (libseccomp.ScmpAction, error) {
+	switch a {
+	case specs.ActAllow:
+		return libseccomp.ActAllow, nil
+	case specs.ActErrno:
+		code := uint(unix.EPERM)
+		if errno != nil {
+			code = *errno
+		}
+		if code > 4095 {
+			return 0, fmt.Errorf("errnoRet %d out of range", code)
+		}
+		return libseccomp.ActErrno.SetReturnCode(int16(code)), nil
+	case specs.ActKill, specs.ActKillThread:
+		return libseccomp.ActKillThread, nil
+	case specs.ActKillProcess:
+		return libseccomp.ActKillProcess, nil
+	case specs.ActTrap:
+		return libseccomp.ActTrap, nil
+	case specs.ActLog:
+		return libseccomp.ActLog, nil
+	}
+	return 0, fmt.Errorf("unsupported action %q", a)
+}
+
+func conditions(args []specs.LinuxSeccompArg) ([]libseccomp.ScmpCondition, error) {
+	var out []libseccomp.ScmpCondition
+	for _, a := range args {
+		op, ok := ops[a.Op]
+		if !ok {
+			return nil, fmt.Errorf("unsupported operator %q", a.Op)
+		}
+		if a.Index > 5 {
+			return nil, fmt.Errorf("argument index %d out of range", a.Index)
+		}
+		vals := []uint64{a.Value}
+		if a.Op == specs.OpMaskedEqual {
+			vals = append(vals, a.ValueTwo)
+		}
+		c, err := libseccomp.MakeCondition(a.Index, op, vals...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+var ops = map[specs.LinuxSeccompOperator]libseccomp.ScmpCompareOp{
+	specs.OpNotEqual:     libseccomp.CompareNotEqual,
+	specs.OpLessThan:     libseccomp.CompareLess,
+	specs.OpLessEqual:    libseccomp.CompareLessOrEqual,
+	specs.OpEqualTo:      libseccomp.CompareEqual,
+	specs.OpGreaterEqual: libseccomp.CompareGreaterEqual,
+	specs.OpGreaterThan:  libseccomp.CompareGreater,
+	specs.OpMaskedEqual:  libseccomp.CompareMaskedEqual,
+}
+
+// archName turns "SCMP_ARCH_X86_64" into libseccomp's "x86_64".
+func archName(a specs.Arch) string {
+	names := map[specs.Arch]string{
+		specs.ArchX86: "x86", specs.ArchX86_64: "amd64", specs.ArchX32: "x32",
+		specs.ArchARM: "arm", specs.ArchAARCH64: "arm64",
+	}
+	if n, ok := names[a]; ok {
+		return n
+	}
+	return string(a)
+}
+
+// nativeArch is the runtime-spec name of the machine's architecture.
+func nativeArch() specs.Arch {
+	arch, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return specs.ArchX86_64
+	}
+	switch arch.String() {
+	case "x86":
+		return specs.ArchX86
+	case "arm64":
+		return specs.ArchAARCH64
+	case "arm":
+		return specs.ArchARM
+	}
+	return specs.ArchX86_64
+}
