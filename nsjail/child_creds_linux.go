@@ -59,8 +59,10 @@ func dropPrivileges(cfg *childConfig) error {
 	if err := linux.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return err
 	}
-	if err := seccomp.Load(cfg.Seccomp); err != nil {
-		return err
+	for _, prog := range cfg.Seccomp {
+		if err := seccomp.Load(prog); err != nil {
+			return err
+		}
 	}
 	// A change of credentials clears the parent-death signal; set it
 	// again so the jail dies with neonbox-ns.

@@ -60,8 +60,10 @@ func runChild() *StepError {
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return stepError("hostname", os.NewSyscallError("sethostname", err))
 	}
-	if err := linux.SetLinkUp("lo"); err != nil {
-		return stepError("network", err)
+	if !cfg.Network {
+		if err := linux.SetLinkUp("lo"); err != nil {
+			return stepError("network", err)
+		}
 	}
 	if err := unix.Chdir(cfg.Cwd); err != nil {
 		return stepError("cwd", &os.PathError{Op: "chdir", Path: cfg.Cwd, Err: err})

@@ -70,6 +70,20 @@ func buildRoot(cfg *childConfig, lowerFD int) *StepError {
 	if err := os.Lchown(home, int(cfg.UID), int(cfg.GID)); err != nil {
 		return stepError("tmp", err)
 	}
+	// Policy binds come after /tmp and /dev so that those do not hide them.
+	for _, b := range cfg.Binds {
+		dst := filepath.Join(root, b.Path)
+		if err := mkdirAll(dst); err != nil {
+			return stepError("binds", err)
+		}
+		attrs := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if b.ReadOnly {
+			attrs |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := linux.BindTree(b.Path, dst, attrs); err != nil {
+			return stepError("binds", err)
+		}
+	}
 	// proc must be mounted while the host's /proc is still visible: the
 	// kernel only lets a user namespace mount procfs where it could see
 	// a full proc mount already (fs/namespace.c, mount_too_revealing).
@@ -93,6 +107,13 @@ func buildRoot(cfg *childConfig, lowerFD int) *StepError {
 // sent, or as a bind of the workspace) and detached again once overlay
 // holds it, so it is never reachable from the jail.
 func mountWorkspace(cfg *childConfig, root string, lowerFD int) error {
+	dst := filepath.Join(root, cfg.Workspace)
+	if err := mkdirAll(dst); err != nil {
+		return err
+	}
+	if cfg.ReadOnlyWorkspace {
+		return bindReadOnlyWorkspace(cfg, dst, lowerFD)
+	}
 	lower := filepath.Join(cfg.RunDir, "lower")
 	if lowerFD >= 0 {
 		err := linux.MoveMount(lowerFD, lower)
@@ -107,14 +128,24 @@ func mountWorkspace(cfg *childConfig, root string, lowerFD int) error {
 	if err != nil {
 		return err
 	}
-	dst := filepath.Join(root, cfg.Workspace)
-	if err := mkdirAll(dst); err != nil {
-		return err
-	}
 	if err := linux.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
 		return err
 	}
 	return linux.Unmount(lower, unix.MNT_DETACH)
+}
+
+// bindReadOnlyWorkspace shows the workspace read-only, for runs without
+// fs-write: writes fail with EROFS and there is nothing to commit.
+func bindReadOnlyWorkspace(cfg *childConfig, dst string, lowerFD int) error {
+	const attrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	if lowerFD < 0 {
+		return linux.BindTree(cfg.Workspace, dst, attrs)
+	}
+	defer unix.Close(lowerFD)
+	if err := linux.SetMountAttr(lowerFD, attrs, -1, false); err != nil {
+		return err
+	}
+	return linux.MoveMount(lowerFD, dst)
 }
 
 // buildDev makes a minimal /dev: a few host device nodes bound in, the

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/neonbox/neonbox-ns/policies"
 )
 
 // DefaultPath is the jail's PATH when the host has none.
@@ -19,36 +21,6 @@ func envAllowed(name string) bool {
 	return strings.HasPrefix(name, "LC_")
 }
 
-// secretMarkers are the name fragments that make a variable look like a
-// credential. Matching is case-insensitive.
-var (
-	secretContains = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "AUTH"}
-	secretPrefixes = []string{"AWS_", "GITHUB_", "GH_", "AZURE_", "GCP_", "GOOGLE_", "OPENAI_", "ANTHROPIC_", "NPM_", "DOCKER_", "VAULT_", "SSH_"}
-	secretSuffixes = []string{"_KEY", "_PAT", "_PASS", "_PWD"}
-)
-
-// LooksSecret reports whether an environment variable name looks like it
-// holds a credential.
-func LooksSecret(name string) bool {
-	up := strings.ToUpper(name)
-	for _, s := range secretContains {
-		if strings.Contains(up, s) {
-			return true
-		}
-	}
-	for _, p := range secretPrefixes {
-		if strings.HasPrefix(up, p) {
-			return true
-		}
-	}
-	for _, s := range secretSuffixes {
-		if strings.HasSuffix(up, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // EnvSpec says which variables the jail gets.
 type EnvSpec struct {
 	// Set are KEY=VALUE pairs given explicitly (--env).
@@ -58,6 +30,9 @@ type EnvSpec struct {
 	// AllowSecret names variables that may be kept although they look
 	// like secrets (--allow-secret).
 	AllowSecret []string
+	// Policy names variables a policy passes through; they were checked
+	// when the policy was validated.
+	Policy []string
 }
 
 // BuildEnv computes the jail's environment from the host's and spec, with
@@ -86,9 +61,12 @@ func BuildEnv(host []string, spec EnvSpec, home string) (env, scrubbed []string,
 		if n == "" || strings.Contains(n, "=") {
 			return nil, nil, fmt.Errorf("--keep-env %q: not a variable name", n)
 		}
-		if LooksSecret(n) && !allowSecret[n] {
+		if policies.LooksSecret(n) && !allowSecret[n] {
 			return nil, nil, fmt.Errorf("--keep-env %s: the name looks like a secret; add --allow-secret %s to pass it anyway", n, n)
 		}
+		keep[n] = true
+	}
+	for _, n := range spec.Policy {
 		keep[n] = true
 	}
 	vals := map[string]string{}

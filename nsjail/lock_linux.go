@@ -33,8 +33,13 @@ func lockPath(stateDir, workspace string) string {
 	return filepath.Join(stateDir, "locks", hex.EncodeToString(sum[:16])+".lock")
 }
 
-// lockWorkspace takes the lock, polling until timeout or ctx ends.
-func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time.Duration) (*workspaceLock, error) {
+// lockWorkspace takes the lock, polling until timeout or ctx ends. Runs
+// that cannot write the workspace share it (shared set).
+func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time.Duration, shared bool) (*workspaceLock, error) {
+	how := unix.LOCK_EX
+	if shared {
+		how = unix.LOCK_SH
+	}
 	p := lockPath(stateDir, workspace)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
@@ -46,7 +51,7 @@ func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time
 	deadline := time.Now().Add(timeout)
 	wait := time.Millisecond
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
 		if err == nil {
 			return &workspaceLock{f: f}, nil
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/neonbox/neonbox-ns/policies"
 )
 
 // CommitMode says when a run's changes reach the workspace.
@@ -67,6 +69,12 @@ type Options struct {
 	OutputLimit   int64
 	// Logger receives debug logs of the run's steps; nil discards them.
 	Logger *slog.Logger
+	// Policy says what the run may do; nil means the built-in "default".
+	// Options given here (Timeout, Env) take precedence over it.
+	Policy *policies.Policy
+	// Protect adds workspace paths (patterns) the run must not change
+	// to the policy's protected paths.
+	Protect []string
 }
 
 // DefaultOutputLimit bounds each captured stream.
@@ -96,6 +104,24 @@ func (o *Options) normalize() error {
 	}
 	if o.Commit == "" {
 		o.Commit = CommitOnSuccess
+	}
+	if o.Policy == nil {
+		p, err := policies.Builtin("default")
+		if err != nil {
+			return err
+		}
+		o.Policy = p
+	}
+	if problems := o.Policy.Validate(); len(problems) > 0 {
+		return invalidf("%v", &policies.InvalidError{Problems: problems})
+	}
+	if o.Timeout == 0 && o.Policy.Timeout != "" {
+		o.Timeout, _ = time.ParseDuration(o.Policy.Timeout)
+	}
+	for _, g := range o.Protect {
+		if !policies.ValidGlob(g) {
+			return invalidf("--protect %q: want a pattern relative to the workspace, like .env or secrets/**", g)
+		}
 	}
 	if _, err := ParseCommitMode(string(o.Commit)); err != nil {
 		return invalidf("%v", err)

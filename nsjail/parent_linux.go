@@ -50,13 +50,17 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan) (*jail
 	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
 	defer parentEnd.Close()
 
+	flags := uintptr(cloneFlags)
+	if cfg.Network {
+		flags &^= unix.CLONE_NEWNET
+	}
 	cmd := reexec.Command(initName)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{childEnd}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 cloneFlags,
+		Cloneflags:                 flags,
 		UidMappings:                ids.uidMap,
 		GidMappings:                ids.gidMap,
 		GidMappingsEnableSetgroups: ids.rootful,

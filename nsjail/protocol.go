@@ -59,9 +59,21 @@ type childConfig struct {
 	SetGroups bool `json:"set_groups"`
 	// DevPts asks for a /dev/pts, for runs attached to a terminal.
 	DevPts bool `json:"dev_pts"`
-	// Seccomp is the compiled filter (classic BPF) loaded just before
-	// execve.
-	Seccomp []byte `json:"seccomp"`
+	// Seccomp are compiled filters (classic BPF) loaded, in order, just
+	// before execve; the kernel applies all of them.
+	Seccomp [][]byte `json:"seccomp"`
+	// ReadOnlyWorkspace binds the workspace read-only instead of
+	// mounting an overlay (no fs-write capability).
+	ReadOnlyWorkspace bool `json:"read_only_workspace"`
+	// Network keeps the host's network: no lo to bring up.
+	Network bool `json:"network"`
+	// Binds are extra host directories from the policy.
+	Binds []bind `json:"binds"`
+}
+
+type bind struct {
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only"`
 }
 
 type symlink struct {

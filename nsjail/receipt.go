@@ -46,6 +46,14 @@ type Limits struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
+// PolicyRef names the policy a run had and the hash of its effective
+// content (after --allow, --deny and other flags).
+type PolicyRef struct {
+	Name         string   `json:"name"`
+	Hash         string   `json:"hash"`
+	Capabilities []string `json:"capabilities"`
+}
+
 // Receipt describes one run. Field names are a stable contract: fields may
 // be added, never renamed.
 type Receipt struct {
@@ -69,11 +77,15 @@ type Receipt struct {
 	RollbackPerformed  bool            `json:"rollback_performed"`
 	Changes            overlay.Changes `json:"changes"`
 
+	Policy      PolicyRef  `json:"policy"`
 	ScrubbedEnv []string   `json:"scrubbed_env"`
 	Limits      Limits     `json:"limits"`
 	Cgroup      string     `json:"cgroup"`
 	Error       *StepError `json:"error"`
 	Warnings    []string   `json:"warnings,omitempty"`
+
+	// ProtectedPathsTouched lists changed paths the policy protects.
+	ProtectedPathsTouched []string `json:"protected_paths_touched,omitempty"`
 
 	Stdout          *string `json:"stdout,omitempty"`
 	Stderr          *string `json:"stderr,omitempty"`

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/overlay"
+	"github.com/neonbox/neonbox-ns/policies"
 	"github.com/neonbox/neonbox-ns/seccomp"
 )
 
@@ -36,6 +39,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Env.Policy = o.Policy.Env
 	env, scrubbed, err := BuildEnv(o.HostEnv, o.Env, jailHome)
 	if err != nil {
 		return nil, invalidf("%v", err)
@@ -48,13 +52,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		Cgroup:      "none",
 		Limits:      Limits{TimeoutMS: o.Timeout.Milliseconds()},
 		Changes:     emptyChanges(),
+		Policy:      policyRef(o.Policy),
 	}
 	if r.ScrubbedEnv == nil {
 		r.ScrubbedEnv = []string{}
 	}
 	log := o.Logger.With("run", r.ID)
 
-	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout)
+	writable := o.Policy.Has(policies.FSWrite)
+	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
 	if err != nil {
 		r.sandboxError(stepError("lock", err))
 		r.TotalMS = ms(time.Since(t0))
@@ -80,9 +86,13 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		stderr = &boundedBuffer{limit: o.OutputLimit}
 		o.Stdout, o.Stderr = stdout, stderr
 	}
-	filter, err := seccomp.Compile(seccomp.DefaultProfile(true))
+	filters, err := compileFilters(o.Policy)
 	if err != nil {
 		r.sandboxError(stepError("seccomp", err))
+		return r, nil
+	}
+	if o.Policy.Limits != nil {
+		r.sandboxError(&StepError{Stage: "limits", Message: "this build cannot enforce resource limits yet (no cgroup support); use a policy without limits"})
 		return r, nil
 	}
 	view := hostView()
@@ -101,7 +111,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		GID:         ids.jailGID,
 		SetGroups:   ids.setGroup,
 		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
-		Seccomp:     filter.BPF,
+		Seccomp:     filters,
+
+		ReadOnlyWorkspace: !writable,
+		Network:           o.Policy.Has(policies.Network),
+		Binds:             policyBinds(o.Policy),
 	}
 	runCtx := ctx
 	if o.Timeout > 0 {
@@ -189,6 +203,9 @@ func (r *Receipt) classify(res *jailResult) {
 // finishWorkspace commits or discards the run's upper dir. It runs after
 // the jail's pid namespace is gone, and with it the overlay mount.
 func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.Logger) {
+	if !o.Policy.Has(policies.FSWrite) {
+		return // the workspace was read-only: nothing to commit or undo
+	}
 	wantCommit := false
 	switch o.Commit {
 	case CommitAlways:
@@ -202,6 +219,12 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 		log.Debug("commit plan", "ops", plan.Ops)
 		r.Changes = plan.Changes
 		r.FilesystemModified = !plan.Changes.Empty()
+		r.ProtectedPathsTouched = protectedTouched(plan.Changes, append(o.Policy.ProtectedPaths, o.Protect...))
+		if len(r.ProtectedPathsTouched) > 0 && wantCommit {
+			r.Status, r.ExitCode = StatusSecurityViolation, ExitViolation
+			r.Error = &StepError{Stage: "commit", Op: "gate", Message: "the run changed protected paths: " + strings.Join(r.ProtectedPathsTouched, ", ")}
+			wantCommit = false
+		}
 	case !wantCommit:
 		r.Warnings = append(r.Warnings, "list changes: "+err.Error())
 	case errors.Is(err, overlay.ErrRefused):
@@ -269,4 +292,63 @@ func anyTerminal(streams ...any) bool {
 		}
 	}
 	return false
+}
+
+func policyRef(p *policies.Policy) PolicyRef {
+	caps := []string{}
+	for _, c := range p.Capabilities {
+		caps = append(caps, string(c))
+	}
+	return PolicyRef{Name: p.Name, Hash: p.Hash(), Capabilities: caps}
+}
+
+// compileFilters returns neonbox-ns's own filter and, stacked after it,
+// the policy's: the kernel applies both, so a policy can only restrict.
+func compileFilters(p *policies.Policy) ([][]byte, error) {
+	own, err := seccomp.Compile(seccomp.DefaultProfile(p.Has(policies.Subprocess)))
+	if err != nil {
+		return nil, err
+	}
+	out := [][]byte{own.BPF}
+	if p.Seccomp != nil {
+		extra, err := seccomp.Compile(p.Seccomp)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+		}
+		out = append(out, extra.BPF)
+	}
+	return out, nil
+}
+
+func policyBinds(p *policies.Policy) []bind {
+	if p.Binds == nil {
+		return nil
+	}
+	var out []bind
+	for _, d := range p.Binds.ReadOnly {
+		out = append(out, bind{Path: d, ReadOnly: true})
+	}
+	for _, d := range p.Binds.ReadWrite {
+		out = append(out, bind{Path: d})
+	}
+	return out
+}
+
+// protectedTouched lists the changed paths that match a protected
+// pattern. The gate works on the change list, so it also catches paths
+// that did not exist before the run.
+func protectedTouched(c overlay.Changes, globs []string) []string {
+	var out []string
+	for _, list := range [][]overlay.Change{c.Added, c.Modified, c.Deleted} {
+		for _, ch := range list {
+			for _, g := range globs {
+				if policies.MatchPath(g, ch.Path) {
+					out = append(out, ch.Path)
+					break
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

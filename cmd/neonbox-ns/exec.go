@@ -16,6 +16,7 @@ import (
 
 	"github.com/neonbox/neonbox-ns/internal/units"
 	"github.com/neonbox/neonbox-ns/nsjail"
+	"github.com/neonbox/neonbox-ns/policies"
 )
 
 const execUsage = `Usage: neonbox-ns exec [flags] -- CMD [ARG...]
@@ -106,7 +107,11 @@ func writeReceipt(path string, r *nsjail.Receipt) error {
 func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, receipt string, level slog.Level, err error) {
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var env, keepEnv, allowSecret stringList
+	var env, keepEnv, allowSecret, allow, deny, protect stringList
+	policyName := fs.String("policy", "default", "policy: a built-in name (neonbox-ns policy list) or a policy file")
+	fs.Var(&allow, "allow", "grant a capability: fs-write, subprocess, network (repeatable, comma-separated)")
+	fs.Var(&deny, "deny", "take a capability away (repeatable, comma-separated)")
+	fs.Var(&protect, "protect", "a workspace path pattern the run must not change, like .env or secrets/** (repeatable)")
 	workspace := fs.String("workspace", "", "directory the run sees through overlayfs (default: the current directory)")
 	stateDir := fs.String("state-dir", "", "where per-run directories live (default: /var/lib/neonbox as root, $XDG_STATE_HOME/neonbox otherwise)")
 	commit := fs.String("commit", "on-success", "when to apply changes: on-success, always or never")
@@ -175,6 +180,27 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 			return
 		}
 	}
+	if o.Policy, err = policies.Load(*policyName); err != nil {
+		err = fmt.Errorf("--policy: %w", err)
+		return
+	}
+	for _, spec := range []struct {
+		list  stringList
+		apply func(policies.Capability)
+		flag  string
+	}{{allow, o.Policy.Allow, "--allow"}, {deny, o.Policy.Deny, "--deny"}} {
+		for _, item := range spec.list {
+			for _, c := range strings.Split(item, ",") {
+				cp := policies.Capability(strings.TrimSpace(c))
+				if !slices.Contains(policies.Capabilities, cp) {
+					err = fmt.Errorf("%s %q: want fs-write, subprocess or network", spec.flag, c)
+					return
+				}
+				spec.apply(cp)
+			}
+		}
+	}
+	o.Protect = protect
 	o.Workspace, o.StateDir = *workspace, *stateDir
 	o.Env = nsjail.EnvSpec{Set: env, Keep: keepEnv, AllowSecret: allowSecret}
 	return

@@ -17,6 +17,9 @@ const usage = `neonbox-ns runs a command in a throwaway jail.
 
 Usage:
   neonbox-ns exec [flags] -- CMD [ARG...]   run CMD isolated (see exec --help)
+  neonbox-ns policy list                     list the built-in policies
+  neonbox-ns policy show NAME|FILE           print a policy
+  neonbox-ns policy validate FILE            check a policy file, reporting every problem
   neonbox-ns help                            show this text
 `
 
@@ -35,6 +38,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "exec":
 		return execMain(args[1:], stdin, stdout, stderr)
+	case "policy":
+		return policyMain(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
