@@ -21,6 +21,18 @@ import (
 // no_new_privs is set, the jail ids are cfg.UID and cfg.GID, and the
 // seccomp filter is loaded.
 func dropPrivileges(cfg *childConfig) error {
+	// No core dumps (they would land in the workspace and could leak
+	// memory contents into a commit), and a ceiling on open files.
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return os.NewSyscallError("setrlimit core", err)
+	}
+	var nofile unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile); err == nil && nofile.Max > maxOpenFiles {
+		nofile.Max, nofile.Cur = maxOpenFiles, min(nofile.Cur, maxOpenFiles)
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &nofile); err != nil {
+			return os.NewSyscallError("setrlimit nofile", err)
+		}
+	}
 	last, err := linux.LastCap()
 	if err != nil {
 		return fmt.Errorf("read cap_last_cap: %w", err)
@@ -68,6 +80,9 @@ func dropPrivileges(cfg *childConfig) error {
 	// again so the jail dies with neonbox-ns.
 	return linux.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0)
 }
+
+// maxOpenFiles caps RLIMIT_NOFILE in the jail.
+const maxOpenFiles = 65536
 
 // errNotFound is what lookPath reports for a command that is not there.
 var errNotFound = fmt.Errorf("command not found in the jail's PATH: %w", unix.ENOENT)

@@ -17,6 +17,17 @@ import (
 // Device nodes bound from the host into the jail's /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
+// /proc paths hidden or made read-only, as OCI runtimes do (runc's and
+// crun's defaults): they expose the host kernel's state or let a process
+// change it even from inside namespaces.
+var (
+	procMasked = []string{
+		"acpi", "asound", "kcore", "keys", "latency_stats", "timer_list",
+		"timer_stats", "sched_debug", "scsi", "interrupts",
+	}
+	procReadOnly = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+)
+
 // Mount attributes of a read-only bind of a host directory.
 const roBind = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 
@@ -87,7 +98,7 @@ func buildRoot(cfg *childConfig, lowerFD int) *StepError {
 	// proc must be mounted while the host's /proc is still visible: the
 	// kernel only lets a user namespace mount procfs where it could see
 	// a full proc mount already (fs/namespace.c, mount_too_revealing).
-	if err := linux.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := mountProc(filepath.Join(root, "proc")); err != nil {
 		return stepError("proc", err)
 	}
 	if err := mountWorkspace(cfg, root, lowerFD); err != nil {
@@ -132,6 +143,38 @@ func mountWorkspace(cfg *childConfig, root string, lowerFD int) error {
 		return err
 	}
 	return linux.Unmount(lower, unix.MNT_DETACH)
+}
+
+// mountProc mounts the jail's /proc and masks the paths OCI runtimes mask.
+func mountProc(proc string) error {
+	if err := linux.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	for _, name := range procMasked {
+		p := filepath.Join(proc, name)
+		st, err := os.Lstat(p)
+		if err != nil {
+			continue // not on this kernel
+		}
+		if st.IsDir() {
+			err = linux.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+		} else {
+			err = linux.BindTree("/dev/null", p, unix.MOUNT_ATTR_RDONLY)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, name := range procReadOnly {
+		p := filepath.Join(proc, name)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := linux.BindTree(p, p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bindReadOnlyWorkspace shows the workspace read-only, for runs without

@@ -1,6 +1,7 @@
 package nsjail_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,4 +130,41 @@ func TestExitStatusAndSignal(t *testing.T) {
 	require.NotNil(t, r.Signal)
 	assert.Equal(t, "SIGSEGV", *r.Signal)
 	assert.Equal(t, 128+11, r.ExitCode)
+}
+
+func TestProcIsMaskedAndLimited(t *testing.T) {
+	e := newJailEnv(t)
+	script := `echo kcore=$(cat /proc/kcore | wc -c) keys=$(cat /proc/keys | wc -c) acpi=$(ls /proc/acpi 2>/dev/null | wc -l)
+(echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null && echo sys-writable
+(echo h > /proc/sysrq-trigger) 2>/dev/null && echo sysrq-writable
+echo core=$(ulimit -c) nofile=$(ulimit -Hn)`
+	r, out, errOut := e.run(t, nil, "sh", "-c", script)
+	require.Equal(t, nsjail.StatusSuccess, r.Status, "%v %s", r.Error, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Equal(t, "kcore=0 keys=0 acpi=0", lines[0])
+	var nofile int
+	_, err := fmt.Sscanf(lines[1], "core=0 nofile=%d", &nofile)
+	require.NoError(t, err, lines[1])
+	assert.LessOrEqual(t, nofile, 65536)
+
+	// The masks are mounts over procfs: check them directly, since the
+	// jail's ids could not read most of these files anyway.
+	r, out, _ = e.run(t, nil, "cat", "/proc/self/mountinfo")
+	require.Equal(t, nsjail.StatusSuccess, r.Status, r.Error)
+	mounts := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 5 {
+			mounts[f[4]] = f[5]
+		}
+	}
+	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
+		if _, err := os.Lstat(p); err != nil {
+			continue // this kernel has no such file
+		}
+		opts, ok := mounts[p]
+		if assert.True(t, ok, "%s is not covered", p) {
+			assert.Contains(t, strings.Split(opts, ","), "ro", p)
+		}
+	}
 }
