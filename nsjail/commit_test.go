@@ -244,3 +244,16 @@ func TestCanceledRunRollsBack(t *testing.T) {
 	e.requireClean(t)
 	assertNoJailProcesses(t)
 }
+
+// The workspace root's own xattrs survive commits, including one in
+// overlay's namespace.
+func TestWorkspaceRootXattrsSurvive(t *testing.T) {
+	e := newJailEnv(t)
+	require.NoError(t, unix.Setxattr(e.ws, "user.project", []byte("neonbox"), 0))
+	require.NoError(t, unix.Setxattr(e.ws, "user.overlay.note", []byte("mine"), 0))
+	before := testutil.Snapshot(t, e.ws)["."]
+	r, out, _ := e.run(t, nil, py, "-c", "import os; print(os.getxattr('.', 'user.project').decode()); open('new', 'w').close()")
+	require.Equal(t, nsjail.StatusSuccess, r.Status, r.Error)
+	assert.Equal(t, "neonbox\n", out, "the jail sees the root's xattrs")
+	assert.Equal(t, before, testutil.Snapshot(t, e.ws)["."])
+}

@@ -68,7 +68,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	defer lock.release()
 
-	rd, err := createRunDir(o.StateDir, r.ID, ids, &ws)
+	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws)
 	defer func() {
 		if err := rd.remove(); err != nil {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())

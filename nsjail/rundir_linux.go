@@ -37,7 +37,7 @@ func newRunID() string {
 // createRunDir makes the run's directories. ws is the workspace root's
 // stat: the upper dir's root copies its mode and times, because overlay
 // shows the upper root's attributes for the merged root.
-func createRunDir(stateDir, id string, ids idPlan, ws *unix.Stat_t) (runDir, error) {
+func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t) (runDir, error) {
 	runs := filepath.Join(stateDir, "runs")
 	if err := os.MkdirAll(runs, 0o711); err != nil {
 		return runDir{}, err
@@ -68,10 +68,47 @@ func createRunDir(stateDir, id string, ids idPlan, ws *unix.Stat_t) (runDir, err
 	if err := unix.Chmod(upper, ws.Mode&0o7777); err != nil {
 		return d, &fs.PathError{Op: "chmod", Path: upper, Err: err}
 	}
+	if err := copyRootXattrs(workspace, upper); err != nil {
+		return d, err
+	}
 	if err := unix.UtimesNano(upper, []unix.Timespec{ws.Atim, ws.Mtim}); err != nil {
 		return d, &fs.PathError{Op: "utimes", Path: upper, Err: err}
 	}
 	return d, nil
+}
+
+// copyRootXattrs gives the upper root the workspace root's user.*
+// xattrs, which overlay shows for the merged root, escaping those in
+// overlay's own namespace as overlay itself does; otherwise every commit
+// would clear them.
+func copyRootXattrs(workspace, upper string) error {
+	for _, name := range listNames(workspace) {
+		if !strings.HasPrefix(name, "user.") {
+			continue
+		}
+		val := make([]byte, 64<<10)
+		n, err := unix.Getxattr(workspace, name, val)
+		if err != nil {
+			return &fs.PathError{Op: "getxattr " + name, Path: workspace, Err: err}
+		}
+		dst := name
+		if strings.HasPrefix(name, "user.overlay.") {
+			dst = "user.overlay.overlay." + strings.TrimPrefix(name, "user.overlay.")
+		}
+		if err := unix.Setxattr(upper, dst, val[:n], 0); err != nil {
+			return &fs.PathError{Op: "setxattr " + dst, Path: upper, Err: err}
+		}
+	}
+	return nil
+}
+
+func listNames(p string) []string {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Listxattr(p, buf)
+	if err != nil || n == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
 }
 
 // discardUpper throws the run's changes away: that is the rollback.

@@ -280,7 +280,10 @@ func copyMeta(src, dst int, ids IDMap) error {
 	if err := unix.Chmod(procPath(dst), mode); err != nil {
 		return &fs.PathError{Op: "chmod", Path: "", Err: err}
 	}
-	t := DirTree{layer: true}
+	// src was sanitized: overlay's markers are gone and escaped names are
+	// restored, so every user.* xattr left is content. Reading it as a
+	// layer would drop the restored user.overlay.* names.
+	t := DirTree{layer: false}
 	var want Node
 	raw, err := listXattrs(procPath(src), true)
 	if err != nil {

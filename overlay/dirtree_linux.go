@@ -107,11 +107,14 @@ func (t *DirTree) stat(dirfd int, name, display string) (Node, error) {
 		}
 		n.Target = target
 	case TypeFile, TypeDir:
-		p := procPath(dirfd)
+		// The root is named by its /proc/self/fd magic link, which must
+		// be followed: llistxattr(2) on the link itself lists nothing.
+		// An entry is named below it and is not followed.
+		p, follow := procPath(dirfd), true
 		if name != "" {
-			p = entryPath(dirfd, name)
+			p, follow = entryPath(dirfd, name), false
 		}
-		raw, err := listXattrs(p, false)
+		raw, err := listXattrs(p, follow)
 		if err != nil {
 			return Node{}, &fs.PathError{Op: "listxattr", Path: display, Err: err}
 		}

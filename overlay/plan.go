@@ -201,15 +201,17 @@ func (p *planner) mergeDir(rel string, u, w Node) error {
 	if err != nil {
 		return err
 	}
-	before := len(p.plan.Ops)
+	before, listed := len(p.plan.Ops), p.listed()
 	for _, c := range entries {
 		if err := p.entry(path.Join(rel, c.Name), c); err != nil {
 			return err
 		}
 	}
-	// A new mtime on a directory whose children did not change was set
-	// on purpose (touch); otherwise it follows from the children.
-	changed := !sameMeta(u, w) || (u.MTime != w.MTime && len(p.plan.Ops) == before)
+	// A new mtime on a directory with nothing changed below it was set
+	// on purpose (touch); otherwise it follows from the children. (An
+	// opaque directory equal to the one it replaces is planned but is
+	// no change.)
+	changed := !sameMeta(u, w) || (u.MTime != w.MTime && p.listed() == listed)
 	if changed && rel != "" {
 		p.change(&p.plan.Changes.Modified, rel, TypeDir)
 	}
@@ -373,9 +375,7 @@ func (p *planner) deletedChildren(rel string) error {
 // replacedDir reports the difference between a workspace directory and the
 // opaque upper directory that replaces it.
 func (p *planner) replacedDir(rel string, u, w Node) error {
-	if !sameMeta(u, w) {
-		p.change(&p.plan.Changes.Modified, rel, TypeDir)
-	}
+	listed := p.listed()
 	ups, err := p.upperDir(rel)
 	if err != nil {
 		return err
@@ -426,5 +426,16 @@ func (p *planner) replacedDir(rel string, u, w Node) error {
 			return err
 		}
 	}
+	// As in mergeDir: a new mtime on a directory with nothing changed
+	// below it was set on purpose.
+	if !sameMeta(u, w) || (u.MTime != w.MTime && p.listed() == listed) {
+		p.change(&p.plan.Changes.Modified, rel, TypeDir)
+	}
 	return nil
+}
+
+// listed counts the entries of the change list so far.
+func (p *planner) listed() int {
+	c := p.plan.Changes
+	return len(c.Added) + len(c.Modified) + len(c.Deleted)
 }
