@@ -1,0 +1,216 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// newV1 creates the run's directory in each v1 hierarchy of hiers and
+// applies l through containerd's cgroup1. why says why v2 is not used.
+func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why string) (*Cgroup, error) {
+	for _, need := range []struct {
+		ctrl, limit string
+		set         bool
+	}{
+		{"memory", "memory", l.MemoryBytes > 0},
+		{"cpu", "cpu", quota > 0},
+		{"pids", "pids", l.Pids > 0},
+	} {
+		if _, ok := hiers[need.ctrl]; need.set && !ok {
+			return nil, fmt.Errorf("%s limit: %w: no usable v1 %s hierarchy (and %s)", need.limit, ErrUnsupported, need.ctrl, why)
+		}
+	}
+
+	c := &Cgroup{version: V1, name: name, limits: l, fd: -1}
+	// relPath is each controller's run cgroup relative to its mount, as
+	// containerd's cgroup1 addresses it.
+	relPath := map[string]string{}
+	var subsystems []cgroup1.Subsystem
+	byDir := map[string]int{} // co-mounted controllers share one directory
+	for _, ctrl := range v1Controllers {
+		h, ok := hiers[ctrl]
+		if !ok {
+			continue
+		}
+		dir := filepath.Join(h.own.dir, runsDir, name)
+		relPath[ctrl] = "/" + strings.TrimPrefix(strings.TrimPrefix(dir, h.mount), "/")
+		switch ctrl {
+		case "memory":
+			subsystems = append(subsystems, cgroup1.NewMemory(h.root))
+		case "cpu":
+			subsystems = append(subsystems, cgroup1.NewCpu(h.root))
+		case "cpuacct":
+			subsystems = append(subsystems, cgroup1.NewCpuacct(h.root))
+		case "pids":
+			subsystems = append(subsystems, cgroup1.NewPids(h.root))
+		case "freezer":
+			subsystems = append(subsystems, cgroup1.NewFreezer(h.root))
+		}
+		if i, ok := byDir[dir]; ok {
+			c.runs[i].ctrls = append(c.runs[i].ctrls, ctrl)
+			continue
+		}
+		byDir[dir] = len(c.runs)
+		c.runs = append(c.runs, runDir{
+			ctrls:  []string{ctrl},
+			parent: filepath.Join(h.own.dir, runsDir),
+			dir:    dir,
+			path:   path.Join(h.own.path, runsDir, name),
+		})
+	}
+
+	var made []runDir
+	fail := func(err error) (*Cgroup, error) {
+		errs := []error{err}
+		for _, r := range made {
+			errs = append(errs, rmdirTree(r.dir), rmdirShared(r.parent))
+		}
+		return nil, errors.Join(errs...)
+	}
+	for _, r := range c.runs {
+		if err := makeRunDir(r.parent, r.dir, nil); err != nil {
+			return fail(err)
+		}
+		made = append(made, r)
+	}
+
+	res := &specs.LinuxResources{}
+	if l.MemoryBytes > 0 {
+		m := l.MemoryBytes
+		res.Memory = &specs.LinuxMemory{Limit: &m}
+		// With swap accounting, memory+swap gets the same limit, so that
+		// the run cannot swap its way past the memory limit.
+		if exists(filepath.Join(c.dir("memory"), "memory.memsw.limit_in_bytes")) {
+			res.Memory.Swap = &m
+		}
+	}
+	if quota > 0 {
+		period := uint64(cfsPeriod)
+		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if l.Pids > 0 {
+		n := l.Pids
+		res.Pids = &specs.LinuxPids{Limit: &n}
+	}
+	cg, err := cgroup1.New(
+		func(n cgroup1.Name) (string, error) {
+			if p, ok := relPath[string(n)]; ok {
+				return p, nil
+			}
+			return "", cgroup1.ErrControllerNotActive
+		},
+		res,
+		cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subsystems, nil }),
+	)
+	if err != nil {
+		return fail(fmt.Errorf("apply limits %+v: %w", l, err))
+	}
+	c.cg1 = cg
+	if l.MemoryBytes > 0 {
+		m, _, err := readValue(filepath.Join(c.dir("memory"), "memory.limit_in_bytes"))
+		if err != nil {
+			return fail(err)
+		}
+		c.limits.MemoryBytes = m
+	}
+	if quota > 0 {
+		c.limits.CPUs = float64(quota) / cfsPeriod
+	}
+	return c, nil
+}
+
+// dir returns the run's directory in the v1 hierarchy of ctrl, "" if the
+// hierarchy is not mounted.
+func (c *Cgroup) dir(ctrl string) string {
+	for _, r := range c.runs {
+		for _, x := range r.ctrls {
+			if x == ctrl {
+				return r.dir
+			}
+		}
+	}
+	return ""
+}
+
+func (c *Cgroup) statsV1(s *Stats) error {
+	if d := c.dir("memory"); d != "" {
+		v, _, err := readValue(filepath.Join(d, "memory.max_usage_in_bytes"))
+		if err != nil {
+			return err
+		}
+		s.PeakMemoryBytes = v
+		oom, err := readKeyed(filepath.Join(d, "memory.oom_control"))
+		if err != nil {
+			return err
+		}
+		s.OOMKills = oom["oom_kill"]
+	}
+	if d := c.dir("cpuacct"); d != "" {
+		v, _, err := readValue(filepath.Join(d, "cpuacct.usage"))
+		if err != nil {
+			return err
+		}
+		s.CPUUsage = time.Duration(v) // nanoseconds
+	}
+	if d := c.dir("cpu"); d != "" {
+		st, err := readKeyed(filepath.Join(d, "cpu.stat"))
+		if err != nil {
+			return err
+		}
+		s.NrThrottled = st["nr_throttled"]
+		s.ThrottledTime = time.Duration(st["throttled_time"]) // nanoseconds
+	}
+	if d := c.dir("pids"); d != "" {
+		v, _, err := readValue(filepath.Join(d, "pids.peak"))
+		if err != nil {
+			return err
+		}
+		s.PidsPeak = v
+	}
+	return nil
+}
+
+// freezeV1 freezes (or thaws) the run's v1 freezer cgroup and waits, until
+// deadline and for at most a second, for the state to be reached. Without
+// a freezer hierarchy it does nothing.
+func (c *Cgroup) freezeV1(frozen bool, deadline time.Time) error {
+	d := c.dir("freezer")
+	if d == "" {
+		return nil
+	}
+	state := filepath.Join(d, "freezer.state")
+	want := "THAWED"
+	if frozen {
+		want = "FROZEN"
+	}
+	if err := writeFile(state, want); err != nil {
+		return err
+	}
+	if t := time.Now().Add(time.Second); t.Before(deadline) {
+		deadline = t
+	}
+	for {
+		got, err := os.ReadFile(state)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(got)) == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if frozen {
+				return nil // kill anyway; the caller thaws
+			}
+			return fmt.Errorf("%s stays %s, want %s", state, strings.TrimSpace(string(got)), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
