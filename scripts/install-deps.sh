@@ -4,9 +4,9 @@
 # missing.
 set -euo pipefail
 
-GO_MIN=${NEONBOX_GO_MIN:-1.24}         # go.mod's go line
+GO_MIN=${NEONBOX_GO_MIN:-1.26}         # go.mod's go line
 GO_ROOT=${NEONBOX_GO_ROOT:-/usr/local/go}
-GO_BOOTSTRAP=1.24.11         # fetched when no Go >= GO_MIN is installed
+GO_BOOTSTRAP=1.26.8          # fetched when no Go >= GO_MIN is installed
 PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev python3 util-linux)
 
 if [ "$(id -u)" -ne 0 ]; then
