@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/policies"
 )
 
@@ -75,6 +76,50 @@ type Options struct {
 	// Protect adds workspace paths (patterns) the run must not change
 	// to the policy's protected paths.
 	Protect []string
+	// Limits override the policy's: each non-zero field replaces the
+	// policy's value.
+	Limits cgroup.Limits
+	// AllowUnlimited runs even when limits were asked for and this host
+	// cannot enforce them; the receipt says so.
+	AllowUnlimited bool
+}
+
+// effectiveLimits merges the policy's limits with o.Limits.
+func (o *Options) effectiveLimits() cgroup.Limits {
+	l := policyLimits(o.Policy)
+	if o.Limits.MemoryBytes > 0 {
+		l.MemoryBytes = o.Limits.MemoryBytes
+	}
+	if o.Limits.CPUs > 0 {
+		l.CPUs = o.Limits.CPUs
+	}
+	if o.Limits.Pids > 0 {
+		l.Pids = o.Limits.Pids
+	}
+	return l
+}
+
+// policyLimits converts a policy's OCI-shaped limits.
+func policyLimits(p *policies.Policy) cgroup.Limits {
+	var l cgroup.Limits
+	r := p.Limits
+	if r == nil {
+		return l
+	}
+	if r.Memory != nil && r.Memory.Limit != nil {
+		l.MemoryBytes = *r.Memory.Limit
+	}
+	if r.CPU != nil && r.CPU.Quota != nil {
+		period := uint64(100000)
+		if r.CPU.Period != nil {
+			period = *r.CPU.Period
+		}
+		l.CPUs = float64(*r.CPU.Quota) / float64(period)
+	}
+	if r.Pids != nil && r.Pids.Limit != nil {
+		l.Pids = *r.Pids.Limit
+	}
+	return l
 }
 
 // DefaultOutputLimit bounds each captured stream.
@@ -117,6 +162,9 @@ func (o *Options) normalize() error {
 	}
 	if o.Timeout == 0 && o.Policy.Timeout != "" {
 		o.Timeout, _ = time.ParseDuration(o.Policy.Timeout)
+	}
+	if o.Limits.MemoryBytes < 0 || o.Limits.Pids < 0 || o.Limits.CPUs < 0 {
+		return invalidf("negative limit")
 	}
 	for _, g := range o.Protect {
 		if !policies.ValidGlob(g) {

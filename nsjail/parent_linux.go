@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/reexec"
 )
@@ -40,8 +41,9 @@ type jailResult struct {
 	cause     error // errTimeout or errCanceled if the run was killed
 }
 
-// spawn starts the jail's init with cfg and waits for the jail to end.
-func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan) (*jailResult, error) {
+// spawn starts the jail's init with cfg, in cg if there is one, and waits
+// for the jail to end.
+func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cgroup.Cgroup) (*jailResult, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, stepError("spawn", os.NewSyscallError("socketpair", err))
@@ -50,7 +52,7 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan) (*jail
 	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
 	defer parentEnd.Close()
 
-	flags := uintptr(cloneFlags)
+	flags := uintptr(cloneFlags | unix.CLONE_NEWCGROUP)
 	if cfg.Network {
 		flags &^= unix.CLONE_NEWNET
 	}
@@ -70,6 +72,14 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan) (*jail
 		// capabilities in its namespace.
 		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !ids.rootful},
 		Pdeathsig:  syscall.SIGKILL,
+	}
+	if cg != nil {
+		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP), so
+		// nothing it does escapes the limits. v1: it is added right
+		// after the fork, before it is given its config.
+		if fd, ok := cg.FD(); ok {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
 	}
 
 	started := make(chan error, 1)
@@ -93,6 +103,15 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan) (*jail
 		return nil, stepError("spawn", err)
 	}
 
+	if cg != nil {
+		if _, ok := cg.FD(); !ok {
+			if err := cg.Add(cmd.Process.Pid); err != nil {
+				_ = cmd.Process.Kill()
+				<-exited
+				return nil, stepError("cgroup", err)
+			}
+		}
+	}
 	res := &jailResult{}
 	// The cause is recorded before the kill, so a jail that died of it
 	// is never mistaken for one that died on its own.

@@ -38,12 +38,19 @@ const (
 	ExitSandbox   = 125
 	ExitViolation = 123
 	ExitCanceled  = 130
+	ExitMemory    = 137
 	ExitUsage     = 2
 )
 
-// Limits echoes the limits a run was given.
+// Limits echoes the limits applied to a run (as the kernel took them).
 type Limits struct {
-	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	TimeoutMS   int64   `json:"timeout_ms,omitempty"`
+	// Unenforced is set when limits were asked for but the run went
+	// ahead without them (--allow-unlimited).
+	Unenforced bool `json:"unenforced,omitempty"`
 }
 
 // PolicyRef names the policy a run had and the hash of its effective
@@ -71,6 +78,11 @@ type Receipt struct {
 	RollbackMS      float64 `json:"rollback_ms"`
 	TotalMS         float64 `json:"total_ms"`
 	PeakMemoryMB    float64 `json:"peak_memory_mb"`
+	PidsPeak        int64   `json:"pids_peak,omitempty"`
+	OOMKills        int64   `json:"oom_kill,omitempty"`
+	// CPUThrottled counts the CPU quota periods in which the run was
+	// held back (cpu.stat nr_throttled).
+	CPUThrottled int64 `json:"cpu_throttled_periods,omitempty"`
 
 	FilesystemModified bool            `json:"filesystem_modified"`
 	Committed          bool            `json:"committed"`
@@ -100,6 +112,8 @@ func (r *Receipt) ExitStatus() int {
 		return ExitTimeout
 	case StatusSandboxError:
 		return ExitSandbox
+	case StatusMemoryExceeded:
+		return ExitMemory
 	case StatusCanceled:
 		return ExitCanceled
 	case StatusSecurityViolation:

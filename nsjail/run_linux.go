@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/overlay"
 	"github.com/neonbox/neonbox-ns/policies"
 	"github.com/neonbox/neonbox-ns/seccomp"
@@ -91,9 +92,17 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("seccomp", err))
 		return r, nil
 	}
-	if o.Policy.Limits != nil {
-		r.sandboxError(&StepError{Stage: "limits", Message: "this build cannot enforce resource limits yet (no cgroup support); use a policy without limits"})
+	cg, err := r.newCgroup(&o, log)
+	if err != nil {
+		r.sandboxError(stepError("cgroup", err))
 		return r, nil
+	}
+	if cg != nil {
+		defer func() {
+			if err := errors.Join(cg.Kill(), cg.Delete()); err != nil {
+				r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
+			}
+		}()
 	}
 	view := hostView()
 	cfg := &childConfig{
@@ -124,7 +133,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		defer cancel()
 	}
 	log.Debug("starting jail", "workspace", o.Workspace, "rundir", rd.path)
-	res, err := spawn(runCtx, &o, cfg, ids)
+	res, err := spawn(runCtx, &o, cfg, ids, cg)
 	var se *StepError
 	if errors.As(err, &se) {
 		r.sandboxError(se)
@@ -136,6 +145,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.Stderr, r.StderrTruncated = stderr.result()
 	}
 	r.classify(res)
+	if cg != nil {
+		r.readCgroup(cg)
+	}
 	if !res.execStart.IsZero() {
 		r.SetupMS = ms(res.execStart.Sub(t0))
 	}
@@ -351,4 +363,48 @@ func protectedTouched(c overlay.Changes, globs []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// newCgroup creates the run's cgroup. Asked-for limits that cannot be
+// enforced refuse the run, unless AllowUnlimited. A run without limits
+// on a host without usable cgroups goes ahead without one.
+func (r *Receipt) newCgroup(o *Options, log *slog.Logger) (*cgroup.Cgroup, error) {
+	want := o.effectiveLimits()
+	limited := want != (cgroup.Limits{})
+	cg, err := cgroup.New("run-"+r.ID, want)
+	if err == nil {
+		got := cg.Limits()
+		r.Cgroup = string(cg.Version())
+		r.Limits.MemoryBytes, r.Limits.CPUs, r.Limits.Pids = got.MemoryBytes, got.CPUs, got.Pids
+		return cg, nil
+	}
+	switch {
+	case limited && !o.AllowUnlimited:
+		return nil, fmt.Errorf("%w (--allow-unlimited runs without them)", err)
+	case limited:
+		r.Limits.Unenforced = true
+		r.Warnings = append(r.Warnings, "limits not enforced: "+err.Error())
+	default:
+		log.Debug("running without a cgroup", "err", err)
+	}
+	return nil, nil
+}
+
+// readCgroup fills the receipt from the run's cgroup counters. An OOM
+// kill anywhere in the run makes it MEMORY_EXCEEDED, even if CMD itself
+// survived and exited 0.
+func (r *Receipt) readCgroup(cg *cgroup.Cgroup) {
+	st, err := cg.Stats()
+	if err != nil {
+		r.Warnings = append(r.Warnings, "read cgroup stats: "+err.Error())
+		return
+	}
+	r.PeakMemoryMB = float64(st.PeakMemoryBytes*1000/(1<<20)) / 1000
+	r.CPUTimeMS = ms(st.CPUUsage)
+	r.PidsPeak = st.PidsPeak
+	r.OOMKills = st.OOMKills
+	r.CPUThrottled = st.NrThrottled
+	if st.OOMKills > 0 && (r.Status == StatusSuccess || r.Status == StatusExecutionError) {
+		r.Status, r.ExitCode = StatusMemoryExceeded, ExitMemory
+	}
 }

@@ -124,6 +124,10 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 	fs.BoolVar(&asJSON, "json", false, "capture CMD's output and print only the receipt on stdout")
 	outputLimit := fs.String("output-limit", "1M", "with --json, keep at most this much of each of stdout and stderr")
 	logLevel := fs.String("log-level", "error", "neonbox-ns's own logging on stderr: debug, info, warn or error")
+	memory := fs.String("memory", "", "memory limit: bytes or a size with K, M, G (binary)")
+	cpus := fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
+	pids := fs.Int64("pids", 0, "limit on processes and threads")
+	fs.BoolVar(&o.AllowUnlimited, "allow-unlimited", false, "run even if the limits cannot be enforced here (the receipt says so)")
 
 	sep := slices.Index(args, "--")
 	flagArgs := args
@@ -201,6 +205,17 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 		}
 	}
 	o.Protect = protect
+	if *memory != "" {
+		if o.Limits.MemoryBytes, err = units.ParseSize(*memory); err != nil || o.Limits.MemoryBytes == 0 {
+			err = fmt.Errorf("--memory %q: want a positive size like 512M", *memory)
+			return
+		}
+	}
+	if *cpus < 0 || *pids < 0 {
+		err = errors.New("--cpus and --pids must not be negative")
+		return
+	}
+	o.Limits.CPUs, o.Limits.Pids = *cpus, *pids
 	o.Workspace, o.StateDir = *workspace, *stateDir
 	o.Env = nsjail.EnvSpec{Set: env, Keep: keepEnv, AllowSecret: allowSecret}
 	return
