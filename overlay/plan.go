@@ -42,12 +42,15 @@ func (k OpKind) String() string {
 
 // Op is one step of a commit.
 type Op struct {
-	Kind OpKind
-	Path string
+	Kind OpKind `json:"kind"`
+	Path string `json:"path"`
 	// Meta is, for OpSetMeta, the upper directory as the run left it
 	// (owner already translated). It is captured when planning because
 	// moving children out of an upper directory changes its mtime.
-	Meta *Node
+	Meta *Node `json:"meta,omitempty"`
+	// Old is, for OpSetMeta, the workspace directory as it was, so that
+	// a commit can be undone.
+	Old *Node `json:"old,omitempty"`
 }
 
 // Change is one entry of the change list a receipt reports.
@@ -218,8 +221,8 @@ func (p *planner) mergeDir(rel string, u, w Node) error {
 	// Changing the children changes the directory's mtime: set it back
 	// to what the run left as well.
 	if changed || u.MTime != w.MTime || len(p.plan.Ops) > before {
-		meta := u
-		p.plan.Ops = append(p.plan.Ops, Op{Kind: OpSetMeta, Path: rel, Meta: &meta})
+		meta, old := u, w
+		p.plan.Ops = append(p.plan.Ops, Op{Kind: OpSetMeta, Path: rel, Meta: &meta, Old: &old})
 	}
 	return nil
 }
