@@ -82,6 +82,9 @@ type Options struct {
 	// AllowUnlimited runs even when limits were asked for and this host
 	// cannot enforce them; the receipt says so.
 	AllowUnlimited bool
+	// KeepHistory is how many committed runs stay undoable; 0 means
+	// DefaultKeepHistory.
+	KeepHistory int
 }
 
 // effectiveLimits merges the policy's limits with o.Limits.
@@ -181,6 +184,9 @@ func (o *Options) normalize() error {
 		o.LockTimeout = DefaultLockTimeout
 	} else if o.LockTimeout < 0 {
 		o.LockTimeout = 0
+	}
+	if o.KeepHistory <= 0 {
+		o.KeepHistory = DefaultKeepHistory
 	}
 	if o.OutputLimit <= 0 {
 		o.OutputLimit = DefaultOutputLimit

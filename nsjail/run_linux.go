@@ -68,6 +68,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 	defer lock.release()
+	notes, err := recoverWorkspace(o.StateDir, o.Workspace)
+	r.Warnings = append(r.Warnings, notes...)
+	if err != nil {
+		r.sandboxError(stepError("recover", err))
+		return r, nil
+	}
 
 	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws)
 	defer func() {
@@ -249,14 +255,24 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 	}
 	if wantCommit {
 		t := time.Now()
-		err := overlay.Apply(plan, rd.upper(), o.Workspace, ids.commitIDs())
+		err := overlay.Commit(plan, rd.upper(), o.Workspace, newTxnDir(o.StateDir, o.Workspace, r.ID), r.ID, ids.commitIDs(), nil)
+		if errors.Is(err, overlay.ErrCrossDevice) {
+			// rename(2) cannot move the changes: copy them, without
+			// the journal's all-or-nothing guarantee or undo.
+			r.Warnings = append(r.Warnings, "the state dir is on another filesystem than the workspace: the commit copied files, is not transactional and cannot be undone")
+			if err = overlay.Apply(plan, rd.upper(), o.Workspace, ids.commitIDs()); err != nil {
+				r.Warnings = append(r.Warnings, "the workspace may hold part of the change set")
+			}
+		}
 		r.CommitMS = ms(time.Since(t))
 		if err != nil {
 			r.sandboxError(stepError("commit", err))
-			r.Warnings = append(r.Warnings, "the workspace may hold part of the change set")
 			return
 		}
 		r.Committed = true
+		if err := pruneHistory(o.StateDir, o.Workspace, o.KeepHistory); err != nil {
+			r.Warnings = append(r.Warnings, "prune history: "+err.Error())
+		}
 		return
 	}
 	t := time.Now()

@@ -72,13 +72,15 @@ type JournalOp struct {
 }
 
 // Ident identifies a file's state cheaply: a different inode, size,
-// mtime or ctime means somebody changed it.
+// mtime, mode or owner means somebody changed it. (Not ctime: undoing a
+// later commit renames entries back, which changes their ctime.)
 type Ident struct {
 	Ino   uint64 `json:"ino"`
 	Size  int64  `json:"size"`
 	MTime int64  `json:"mtime"`
-	CTime int64  `json:"ctime"`
 	Mode  uint32 `json:"mode"`
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
 }
 
 // StepHook, when set (by tests), runs before step i of a commit (phase
@@ -515,7 +517,7 @@ func identAt(root int, rel string) (*Ident, error) {
 			return nil, err
 		}
 	}
-	return &Ident{Ino: st.Ino, Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Mode: st.Mode}, nil
+	return &Ident{Ino: st.Ino, Size: st.Size, MTime: st.Mtim.Nano(), Mode: st.Mode, UID: st.Uid, GID: st.Gid}, nil
 }
 
 // changedSince lists the paths a committed transaction wrote that are no

@@ -65,6 +65,9 @@ func execMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if asJSON {
 		_ = r.WriteJSON(stdout)
+		for _, warn := range r.Warnings {
+			fmt.Fprintf(stderr, "neonbox-ns: %s\n", warn)
+		}
 	} else {
 		reportProblems(stderr, r)
 	}
@@ -85,7 +88,7 @@ func reportProblems(w io.Writer, r *nsjail.Receipt) {
 		fmt.Fprintf(w, "neonbox-ns: timed out after %dms; changes rolled back\n", r.Limits.TimeoutMS)
 	}
 	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "neonbox-ns: warning: %s\n", warn)
+		fmt.Fprintf(w, "neonbox-ns: %s\n", warn)
 	}
 }
 
@@ -128,6 +131,7 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 	cpus := fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	pids := fs.Int64("pids", 0, "limit on processes and threads")
 	fs.BoolVar(&o.AllowUnlimited, "allow-unlimited", false, "run even if the limits cannot be enforced here (the receipt says so)")
+	fs.IntVar(&o.KeepHistory, "keep-history", nsjail.DefaultKeepHistory, "how many committed runs stay undoable (neonbox-ns undo)")
 
 	sep := slices.Index(args, "--")
 	flagArgs := args

@@ -17,6 +17,8 @@ const usage = `neonbox-ns runs a command in a throwaway jail.
 
 Usage:
   neonbox-ns exec [flags] -- CMD [ARG...]   run CMD isolated (see exec --help)
+  neonbox-ns undo [--workspace DIR]          revert the last committed run (repeat to go further back)
+  neonbox-ns recover [--workspace DIR]       finish an interrupted commit (any exec does this too)
   neonbox-ns policy list                     list the built-in policies
   neonbox-ns policy show NAME|FILE           print a policy
   neonbox-ns policy validate FILE            check a policy file, reporting every problem
@@ -40,6 +42,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return execMain(args[1:], stdin, stdout, stderr)
 	case "policy":
 		return policyMain(args[1:], stdout, stderr)
+	case "undo", "recover":
+		return historyMain(args[0], args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/neonbox/neonbox-ns/internal/testutil"
+)
+
+// bigChange rewrites, deletes and adds thousands of files.
+const bigChange = `
+import os, shutil
+for i in range(0, 2000, 2):
+    with open("f%d" % i, "w") as f: f.write("changed %d\n" % i)
+for i in range(1, 2000, 4):
+    os.remove("f%d" % i)
+shutil.rmtree("sub")
+os.mkdir("sub")
+for i in range(1500):
+    with open("sub/n%d" % i, "w") as f: f.write("new %d\n" % i)
+`
+
+func makeBigWorkspace(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	for i := 0; i < 2000; i++ {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte(fmt.Sprint(i)), 0o644))
+	}
+	for i := 0; i < 500; i++ {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", fmt.Sprintf("o%d", i)), []byte(fmt.Sprint(i)), 0o644))
+	}
+	testutil.SetTreeTimes(t, dir)
+}
+
+// kill -9 of neonbox-ns at random moments of a commit of thousands of
+// files: after recovery the workspace is exactly as before the run or
+// exactly as after it, never a mix.
+func TestKillDuringCommit(t *testing.T) {
+	e := newEnv(t)
+	makeBigWorkspace(t, e.ws)
+	before := testutil.Snapshot(t, e.ws)
+
+	ref := newEnv(t)
+	makeBigWorkspace(t, ref.ws)
+	r := ref.exec(t, "", nil, "/usr/bin/python3", "-c", bigChange)
+	require.Equal(t, 0, r.code, r.stderr)
+	after := testutil.Snapshot(t, ref.ws)
+
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	outcomes := map[string]int{}
+	for round := 0; round < 8; round++ {
+		cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--", "/usr/bin/python3", "-c", bigChange)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		require.NoError(t, cmd.Start())
+		// Wait for the commit to begin (its journal appears), then kill
+		// after a random part of the time it takes.
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+			if m, _ := filepath.Glob(filepath.Join(e.state, "txn", "*", "*", "journal.json")); len(m) > 0 {
+				break
+			}
+		}
+		time.Sleep(time.Duration(rng.Intn(150000)) * time.Microsecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+
+		rec := neonbox(t, e.ws, "", "recover", "--workspace", e.ws, "--state-dir", e.state)
+		require.Equal(t, 0, rec.code, rec.stderr)
+		got := testutil.Snapshot(t, e.ws)
+		switch {
+		case mapsEqual(got, before):
+			outcomes["before"]++
+			assert.Contains(t, rec.stderr, "rolled back the interrupted commit")
+		case mapsEqual(got, after):
+			outcomes["after"]++
+			// Put the workspace back for the next round.
+			u := neonbox(t, e.ws, "", "undo", "--workspace", e.ws, "--state-dir", e.state)
+			require.Equal(t, 0, u.code, u.stderr)
+			require.Equal(t, before, testutil.Snapshot(t, e.ws))
+		default:
+			t.Fatalf("round %d: the workspace is neither as before nor as after the run", round)
+		}
+		runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+		assert.Empty(t, runs, "round %d: abandoned run dirs are cleaned up", round)
+	}
+	t.Logf("outcomes over 8 kills: %v", outcomes)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,180 @@
+package nsjail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/neonbox/neonbox-ns/overlay"
+)
+
+// DefaultKeepHistory is how many committed runs per workspace can be
+// undone.
+const DefaultKeepHistory = 10
+
+// Commits are transactions kept per workspace in the state dir:
+//
+//	txn/<workspace key>/<sequence>-<run id>/journal.json
+//	txn/<workspace key>/<sequence>-<run id>/aside/...
+//
+// A journal that says "applying" belongs to a commit that was
+// interrupted; the next command that takes the workspace rolls it back.
+// One that says "committed" is history, for undo.
+func txnRoot(stateDir, workspace string) string {
+	return filepath.Join(stateDir, "txn", strings.TrimSuffix(filepath.Base(lockPath(stateDir, workspace)), ".lock"))
+}
+
+func newTxnDir(stateDir, workspace, runID string) string {
+	return filepath.Join(txnRoot(stateDir, workspace), fmt.Sprintf("%020d-%s", time.Now().UnixNano(), runID))
+}
+
+// txnDirs lists a workspace's transactions, oldest first.
+func txnDirs(stateDir, workspace string) ([]string, error) {
+	root := txnRoot(stateDir, workspace)
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join(root, e.Name()))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// recoverWorkspace rolls back interrupted commits on workspace; the
+// caller holds its lock. It returns one line per recovered commit.
+func recoverWorkspace(stateDir, workspace string) ([]string, error) {
+	dirs, err := txnDirs(stateDir, workspace)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		j, _ := overlay.ReadJournal(d)
+		recovered, err := overlay.RecoverAt(d, overlay.Identity)
+		if err != nil {
+			return notes, fmt.Errorf("recover interrupted commit %s: %w", filepath.Base(d), err)
+		}
+		if !recovered {
+			continue
+		}
+		run := filepath.Base(d)
+		if j != nil {
+			run = j.RunID
+			// The run that was committing died: its directory is
+			// abandoned.
+			if err := removeTree(filepath.Dir(j.Upper)); err != nil {
+				notes = append(notes, fmt.Sprintf("could not remove the abandoned run dir of %s: %v", run, err))
+			}
+		}
+		notes = append(notes, fmt.Sprintf("recovered %s: rolled back the interrupted commit of run %s; the workspace is as it was before that run", workspace, run))
+	}
+	return notes, nil
+}
+
+// pruneHistory keeps the newest keep committed transactions.
+func pruneHistory(stateDir, workspace string, keep int) error {
+	dirs, err := txnDirs(stateDir, workspace)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for len(dirs) > keep {
+		errs = append(errs, removeTree(dirs[0]))
+		dirs = dirs[1:]
+	}
+	return errors.Join(errs...)
+}
+
+// Housekeeping options for the commands that work on a workspace's
+// history rather than running anything.
+type WorkspaceOptions struct {
+	Workspace   string
+	StateDir    string
+	LockTimeout time.Duration
+}
+
+func (w *WorkspaceOptions) normalize() error {
+	o := Options{Command: []string{"-"}, Workspace: w.Workspace, StateDir: w.StateDir, LockTimeout: w.LockTimeout}
+	if err := o.normalize(); err != nil {
+		return err
+	}
+	w.Workspace, w.StateDir, w.LockTimeout = o.Workspace, o.StateDir, o.LockTimeout
+	return nil
+}
+
+// Recover rolls back an interrupted commit on a workspace, if there is
+// one, and returns what it did.
+func Recover(ctx context.Context, w WorkspaceOptions) ([]string, error) {
+	if err := w.normalize(); err != nil {
+		return nil, err
+	}
+	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	return recoverWorkspace(w.StateDir, w.Workspace)
+}
+
+// ErrNothingToUndo is returned by Undo when a workspace has no history.
+var ErrNothingToUndo = errors.New("nothing to undo")
+
+// UndoResult says which run Undo reverted.
+type UndoResult struct {
+	RunID     string   `json:"run_id"`
+	Committed string   `json:"committed_at"`
+	Notes     []string `json:"notes,omitempty"`
+}
+
+// Undo reverts the last committed run on a workspace: what it added is
+// removed and what it replaced or deleted comes back, exactly. It refuses
+// with an *overlay.ConflictError when a path the commit wrote has
+// changed since. Repeating it walks back through the history.
+func Undo(ctx context.Context, w WorkspaceOptions) (*UndoResult, error) {
+	if err := w.normalize(); err != nil {
+		return nil, err
+	}
+	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	notes, err := recoverWorkspace(w.StateDir, w.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := txnDirs(w.StateDir, w.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%w: %s has no committed run in its history", ErrNothingToUndo, w.Workspace)
+	}
+	last := dirs[len(dirs)-1]
+	j, err := overlay.ReadJournal(last)
+	if err != nil {
+		return nil, err
+	}
+	// What the commit had placed goes back into a scratch upper dir on
+	// the same filesystem, then away.
+	scratch := last + ".undo"
+	defer removeTree(scratch)
+	if err := overlay.Undo(last, scratch, overlay.Identity); err != nil {
+		return nil, err
+	}
+	return &UndoResult{RunID: j.RunID, Committed: j.Created.Format(time.RFC3339), Notes: notes}, nil
+}
