@@ -74,7 +74,8 @@ func TestReceiptFields(t *testing.T) {
 	assert.Contains(t, rec["scrubbed_env"], "GITHUB_TOKEN")
 	assert.NotContains(t, r.stdout, "ghp_integration", "names of scrubbed variables, never values")
 	changes := rec["changes"].(map[string]any)
-	assert.Equal(t, []any{map[string]any{"path": "new.txt", "type": "file"}}, changes["added"])
+	assert.Equal(t, []any{map[string]any{"path": "new.txt", "type": "file", "size": 4.0,
+		"sha256": "7aa7a5359173d05b63cfd682e3c38487f3cb4f7f1d60659fe59fab1505977d4c"}}, changes["added"])
 	assert.Equal(t, []any{map[string]any{"path": "old.txt", "type": "file"}}, changes["deleted"])
 
 	saved, err := os.ReadFile(receipt)

@@ -59,3 +59,36 @@ func TestPolicyFlags(t *testing.T) {
 	r = e.exec(t, "", []string{"--deny", "subprocess,network"}, "sh", "-c", "true | true")
 	assert.NotEqual(t, 0, r.code)
 }
+
+func TestHoldDiffCommitDiscard(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(e.ws, "a.txt"), []byte("one\ntwo\n"), 0o644))
+	r := e.exec(t, "", []string{"--hold", "--json"}, "sh", "-c", "printf 'one\\nTWO\\n' > a.txt; echo new > b.txt")
+	require.Equal(t, 0, r.code, r.stderr)
+	rec := decodeReceipt(t, r.stdout)
+	id := rec["id"].(string)
+	assert.Equal(t, true, rec["held"])
+
+	runs := neonbox(t, e.ws, "", "runs", "--state-dir", e.state)
+	assert.Contains(t, runs.stdout, id)
+	d := neonbox(t, e.ws, "", "diff", "--state-dir", e.state, id)
+	assert.Equal(t, "A b.txt (4B)\nM a.txt (8B)\n", d.stdout)
+	p := neonbox(t, e.ws, "", "diff", "--patch", "--state-dir", e.state, id)
+	assert.Contains(t, p.stdout, "-two\n+TWO\n")
+
+	c := neonbox(t, e.ws, "", "commit", "--state-dir", e.state, id)
+	require.Equal(t, 0, c.code, c.stderr)
+	assert.Contains(t, c.stdout, "1 added, 1 modified, 0 deleted")
+	b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt"))
+	assert.Equal(t, "one\nTWO\n", string(b))
+
+	r = e.exec(t, "", []string{"--hold", "--json"}, "sh", "-c", "rm a.txt")
+	id = decodeReceipt(t, r.stdout)["id"].(string)
+	x := neonbox(t, e.ws, "", "discard", "--state-dir", e.state, id)
+	require.Equal(t, 0, x.code, x.stderr)
+	_, err := os.Stat(filepath.Join(e.ws, "a.txt"))
+	assert.NoError(t, err)
+	bad := neonbox(t, e.ws, "", "commit", "--state-dir", e.state, id)
+	assert.Equal(t, 1, bad.code)
+	assert.Contains(t, bad.stderr, "no such held run")
+}

@@ -85,6 +85,9 @@ type Options struct {
 	// KeepHistory is how many committed runs stay undoable; 0 means
 	// DefaultKeepHistory.
 	KeepHistory int
+	// Hold keeps the run's changes instead of committing or discarding
+	// them, for CommitHeld or DiscardHeld later.
+	Hold bool
 }
 
 // effectiveLimits merges the policy's limits with o.Limits.

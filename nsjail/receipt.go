@@ -84,10 +84,12 @@ type Receipt struct {
 	// held back (cpu.stat nr_throttled).
 	CPUThrottled int64 `json:"cpu_throttled_periods,omitempty"`
 
-	FilesystemModified bool            `json:"filesystem_modified"`
-	Committed          bool            `json:"committed"`
-	RollbackPerformed  bool            `json:"rollback_performed"`
-	Changes            overlay.Changes `json:"changes"`
+	FilesystemModified bool `json:"filesystem_modified"`
+	Committed          bool `json:"committed"`
+	// Held says the changes were kept for neonbox-ns commit/discard ID.
+	Held              bool            `json:"held,omitempty"`
+	RollbackPerformed bool            `json:"rollback_performed"`
+	Changes           overlay.Changes `json:"changes"`
 
 	Policy      PolicyRef  `json:"policy"`
 	ScrubbedEnv []string   `json:"scrubbed_env"`

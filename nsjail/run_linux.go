@@ -253,26 +253,24 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 		r.sandboxError(stepError("commit", err))
 		wantCommit = false
 	}
+	if o.Hold && err == nil {
+		if err := holdRun(o, r, rd, plan, ids); err != nil {
+			r.sandboxError(stepError("hold", err))
+		} else {
+			r.Held = true
+			return
+		}
+	}
 	if wantCommit {
 		t := time.Now()
-		err := overlay.Commit(plan, rd.upper(), o.Workspace, newTxnDir(o.StateDir, o.Workspace, r.ID), r.ID, ids.commitIDs(), nil)
-		if errors.Is(err, overlay.ErrCrossDevice) {
-			// rename(2) cannot move the changes: copy them, without
-			// the journal's all-or-nothing guarantee or undo.
-			r.Warnings = append(r.Warnings, "the state dir is on another filesystem than the workspace: the commit copied files, is not transactional and cannot be undone")
-			if err = overlay.Apply(plan, rd.upper(), o.Workspace, ids.commitIDs()); err != nil {
-				r.Warnings = append(r.Warnings, "the workspace may hold part of the change set")
-			}
-		}
+		warnings, err := commitPlan(plan, rd.upper(), o.Workspace, o.StateDir, r.ID, ids.commitIDs(), o.KeepHistory)
 		r.CommitMS = ms(time.Since(t))
+		r.Warnings = append(r.Warnings, warnings...)
 		if err != nil {
 			r.sandboxError(stepError("commit", err))
 			return
 		}
 		r.Committed = true
-		if err := pruneHistory(o.StateDir, o.Workspace, o.KeepHistory); err != nil {
-			r.Warnings = append(r.Warnings, "prune history: "+err.Error())
-		}
 		return
 	}
 	t := time.Now()
@@ -281,6 +279,29 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 	}
 	r.RollbackMS = ms(time.Since(t))
 	r.RollbackPerformed = true
+}
+
+// commitPlan commits plan as a transaction kept for undo, or, with the
+// state dir on another filesystem, by copying; it returns warnings to
+// report.
+func commitPlan(plan *overlay.Plan, upper, workspace, stateDir, runID string, ids overlay.IDMap, keep int) ([]string, error) {
+	var warnings []string
+	err := overlay.Commit(plan, upper, workspace, newTxnDir(stateDir, workspace, runID), runID, ids, nil)
+	if errors.Is(err, overlay.ErrCrossDevice) {
+		// rename(2) cannot move the changes: copy them, without the
+		// journal's all-or-nothing guarantee or undo.
+		warnings = append(warnings, "the state dir is on another filesystem than the workspace: the commit copied files, is not transactional and cannot be undone")
+		if err = overlay.Apply(plan, upper, workspace, ids); err != nil {
+			warnings = append(warnings, "the workspace may hold part of the change set")
+		}
+	}
+	if err != nil {
+		return warnings, err
+	}
+	if err := pruneHistory(stateDir, workspace, keep); err != nil {
+		warnings = append(warnings, "prune history: "+err.Error())
+	}
+	return warnings, nil
 }
 
 func planCommit(upper, workspace string, ids overlay.IDMap) (*overlay.Plan, error) {
@@ -296,6 +317,9 @@ func planCommit(upper, workspace string, ids overlay.IDMap) (*overlay.Plan, erro
 	defer ws.Close()
 	plan, err := overlay.PlanCommit(up, ws, ids)
 	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := overlay.Digest(up, &plan.Changes); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
 	if plan.Changes.Added == nil {

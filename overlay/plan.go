@@ -2,6 +2,8 @@ package overlay
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -53,10 +55,13 @@ type Op struct {
 	Old *Node `json:"old,omitempty"`
 }
 
-// Change is one entry of the change list a receipt reports.
+// Change is one entry of the change list a receipt reports. Size and
+// SHA256 are filled in by Digest, for added and modified regular files.
 type Change struct {
-	Path string `json:"path"`
-	Type string `json:"type"`
+	Path   string `json:"path"`
+	Type   string `json:"type"`
+	Size   *int64 `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Changes lists what a commit adds, modifies and deletes, by path relative
@@ -441,4 +446,29 @@ func (p *planner) replacedDir(rel string, u, w Node) error {
 func (p *planner) listed() int {
 	c := p.plan.Changes
 	return len(c.Added) + len(c.Modified) + len(c.Deleted)
+}
+
+// Digest fills in the size and SHA-256 of the added and modified regular
+// files in c, reading them from the upper tree.
+func Digest(upper Tree, c *Changes) error {
+	for _, list := range []*[]Change{&c.Added, &c.Modified} {
+		for i := range *list {
+			ch := &(*list)[i]
+			if ch.Type != TypeFile.String() {
+				continue
+			}
+			f, err := upper.Open(ch.Path)
+			if err != nil {
+				return err
+			}
+			h := sha256.New()
+			n, err := io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("digest %q: %w", ch.Path, err)
+			}
+			ch.Size, ch.SHA256 = &n, hex.EncodeToString(h.Sum(nil))
+		}
+	}
+	return nil
 }

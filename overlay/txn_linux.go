@@ -32,6 +32,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"time"
 
@@ -607,4 +608,59 @@ func identTree(root int, rel string) (map[string]Ident, error) {
 		return nil
 	}
 	return out, walk(rel)
+}
+
+// Fingerprint records the state of every workspace path plan touches (and
+// of everything below directories it removes or replaces), so that a
+// plan made now can be checked later against a workspace that may have
+// changed in the meantime.
+func Fingerprint(workspaceDir string, plan *Plan) (map[string]Ident, error) {
+	ws, err := unix.Open(workspaceDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: workspaceDir, Err: err}
+	}
+	defer unix.Close(ws)
+	out := map[string]Ident{}
+	for _, op := range plan.Ops {
+		id, err := identAt(ws, op.Path)
+		if errors.Is(err, unix.ENOENT) {
+			continue // absent: recorded by having no entry
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[op.Path] = *id
+		if op.Kind == OpRemove && id.Mode&unix.S_IFMT == unix.S_IFDIR {
+			tree, err := identTree(ws, op.Path)
+			if err != nil {
+				return nil, err
+			}
+			for p, id := range tree {
+				out[p] = id
+			}
+		}
+	}
+	return out, nil
+}
+
+// Conflicts compares a Fingerprint taken earlier with the workspace now,
+// for the same plan, and lists the paths that differ.
+func Conflicts(workspaceDir string, plan *Plan, then map[string]Ident) ([]string, error) {
+	now, err := Fingerprint(workspaceDir, plan)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for p, a := range then {
+		if b, ok := now[p]; !ok || !sameIdent(a, b) {
+			out = append(out, p)
+		}
+	}
+	for p := range now {
+		if _, ok := then[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -132,6 +132,7 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 	pids := fs.Int64("pids", 0, "limit on processes and threads")
 	fs.BoolVar(&o.AllowUnlimited, "allow-unlimited", false, "run even if the limits cannot be enforced here (the receipt says so)")
 	fs.IntVar(&o.KeepHistory, "keep-history", nsjail.DefaultKeepHistory, "how many committed runs stay undoable (neonbox-ns undo)")
+	fs.BoolVar(&o.Hold, "hold", false, "keep the changes for review instead of committing or discarding them (neonbox-ns diff/commit/discard ID)")
 
 	sep := slices.Index(args, "--")
 	flagArgs := args

@@ -17,6 +17,10 @@ const usage = `neonbox-ns runs a command in a throwaway jail.
 
 Usage:
   neonbox-ns exec [flags] -- CMD [ARG...]   run CMD isolated (see exec --help)
+  neonbox-ns runs [--json]                   list runs held with exec --hold
+  neonbox-ns diff [--patch] ID               what a held run changes (--patch: a unified diff)
+  neonbox-ns commit ID                       apply a held run to its workspace
+  neonbox-ns discard ID                      throw a held run away
   neonbox-ns undo [--workspace DIR]          revert the last committed run (repeat to go further back)
   neonbox-ns recover [--workspace DIR]       finish an interrupted commit (any exec does this too)
   neonbox-ns policy list                     list the built-in policies
@@ -44,6 +48,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return policyMain(args[1:], stdout, stderr)
 	case "undo", "recover":
 		return historyMain(args[0], args[1:], stdout, stderr)
+	case "runs", "diff", "commit", "discard":
+		return heldMain(args[0], args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
