@@ -43,10 +43,14 @@ func childMain() {
 
 // runChild sets the jail up and execs CMD; it returns only on failure.
 func runChild() *StepError {
+	var steps []initStep
+	mark := func(name string) { steps = append(steps, initStep{Name: name, At: monotonic()}) }
+	mark("started")
 	cfg, fds, err := receiveConfig()
 	if err != nil {
 		return stepError("config", err)
 	}
+	mark("config")
 	var lowerFD = -1
 	if cfg.WorkspaceFD {
 		if len(fds) != 1 {
@@ -57,6 +61,7 @@ func runChild() *StepError {
 	if se := buildRoot(cfg, lowerFD); se != nil {
 		return se
 	}
+	mark("rootfs")
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return stepError("hostname", os.NewSyscallError("sethostname", err))
 	}
@@ -72,12 +77,27 @@ func runChild() *StepError {
 	if err != nil {
 		return stepError("exec", err)
 	}
+	mark("network")
 	if err := dropPrivileges(cfg); err != nil {
 		return stepError("credentials", err)
 	}
-	ready, _ := json.Marshal(childMessage{Ready: true})
+	mark("credentials")
+	ready, _ := json.Marshal(childMessage{Ready: true, Steps: steps})
 	if _, err := unix.Write(syncFD, ready); err != nil {
 		return stepError("sync", os.NewSyscallError("write", err))
+	}
+	if cfg.WaitGo {
+		var b [1]byte
+		for {
+			n, err := unix.Read(syncFD, b[:])
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil || n != 1 || b[0] != 'g' {
+				return stepError("sync", fmt.Errorf("no go-ahead from the parent (n=%d): %v", n, err))
+			}
+			break
+		}
 	}
 	err = unix.Exec(path, cfg.Argv, cfg.Env)
 	return stepError("exec", &os.PathError{Op: "execve", Path: path, Err: err})

@@ -211,20 +211,27 @@ func TestLeftoverProcessDiesBeforeCommit(t *testing.T) {
 		_, err := os.Stat(filepath.Join(e.ws, name))
 		assert.True(t, os.IsNotExist(err), "%s appeared after the run", name)
 	}
-	assertNoJailProcesses(t)
+	assertNoJailProcesses(t, r.ID)
 }
 
-// assertNoJailProcesses checks that no process runs as a jail id.
-func assertNoJailProcesses(t *testing.T) {
+// assertNoJailProcesses checks that no process is left in the cgroups of
+// the given runs (other tests may be running jails at the same time, so
+// "any process with a jail id" would not do).
+func assertNoJailProcesses(t *testing.T, runIDs ...string) {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
 	for _, ent := range entries {
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join("/proc", ent.Name()), &st) != nil || ent.Name()[0] < '0' || ent.Name()[0] > '9' {
+		if ent.Name()[0] < '0' || ent.Name()[0] > '9' {
 			continue
 		}
-		assert.Less(t, st.Uid, uint32(0x70000000), "process %s runs as a jail id", ent.Name())
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		for _, id := range runIDs {
+			assert.NotContains(t, string(b), "run-"+id, "process %s is still in the cgroup of run %s", ent.Name(), id)
+		}
 	}
 }
 
@@ -247,7 +254,7 @@ func TestCanceledRunRollsBack(t *testing.T) {
 	assert.True(t, r.RollbackPerformed)
 	assert.Equal(t, before, testutil.Snapshot(t, e.ws))
 	e.requireClean(t)
-	assertNoJailProcesses(t)
+	assertNoJailProcesses(t, r.ID)
 }
 
 // The workspace root's own xattrs survive commits, including one in

@@ -66,7 +66,7 @@ func TestTimeoutKillsTreeIgnoringSIGTERM(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second)
 	_, err := os.Stat(filepath.Join(e.ws, "f"))
 	assert.True(t, os.IsNotExist(err))
-	assertNoJailProcesses(t)
+	assertNoJailProcesses(t, r.ID)
 }
 
 func TestPidsLimitContainsForkBomb(t *testing.T) {
@@ -78,7 +78,7 @@ func TestPidsLimitContainsForkBomb(t *testing.T) {
 		assert.LessOrEqual(t, r.PidsPeak, int64(64))
 	}
 	assert.Equal(t, int64(64), r.Limits.Pids)
-	assertNoJailProcesses(t)
+	assertNoJailProcesses(t, r.ID)
 	// The host is still responsive: a normal run right after works.
 	r, out, _ := e.run(t, nil, "echo", "alive")
 	require.Equal(t, nsjail.StatusSuccess, r.Status, r.Error)
@@ -120,6 +120,7 @@ func TestNoLeftoversAfterManyRuns(t *testing.T) {
 	if testing.Short() {
 		n = 100
 	}
+	ids := map[string]bool{}
 	for i := range n {
 		var edit func(*nsjail.Options)
 		argv := []string{"true"}
@@ -134,11 +135,24 @@ func TestNoLeftoversAfterManyRuns(t *testing.T) {
 			argv = []string{"sh", "-c", "echo x > f$$"}
 		}
 		r, _, _ := e.run(t, edit, argv...)
+		ids["run-"+r.ID] = true
 		require.NotEqual(t, nsjail.StatusSandboxError, r.Status, "run %d: %v", i, r.Error)
 		require.Empty(t, r.Warnings, "run %d", i)
 	}
-	assertNoJailProcesses(t)
-	assert.Empty(t, ourCgroups(t), "cgroups left behind")
+	var runs []string
+	for id := range ids {
+		runs = append(runs, strings.TrimPrefix(id, "run-"))
+	}
+	assertNoJailProcesses(t, runs...)
+	// Other tests may be running jails at the same time: look for the
+	// cgroups of these runs only.
+	var left []string
+	for _, dir := range ourCgroups(t) {
+		if ids[filepath.Base(dir)] {
+			left = append(left, dir)
+		}
+	}
+	assert.Empty(t, left, "cgroups left behind")
 }
 
 // ourCgroups lists run cgroups below this process's cgroups.

@@ -35,6 +35,8 @@ var (
 // jailResult is what happened to the jail's process.
 type jailResult struct {
 	setupErr  *StepError // the init failed before execve
+	forked    int64      // CLOCK_MONOTONIC just before the clone
+	steps     []initStep // the init's own timings
 	execStart time.Time  // when CMD started (zero if it never did)
 	exitTime  time.Time
 	state     *os.ProcessState
@@ -75,13 +77,17 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 	}
 	if cg != nil {
 		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP), so
-		// nothing it does escapes the limits. v1: it is added right
-		// after the fork, before it is given its config.
+		// nothing it does escapes the limits. v1: it is moved in while
+		// its init sets the jail up, and may exec CMD only once it is
+		// there (the init waits for the parent's go-ahead).
 		if fd, ok := cg.FD(); ok {
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		} else {
+			cfg.WaitGo = true
 		}
 	}
 
+	forked := monotonic()
 	started := make(chan error, 1)
 	exited := make(chan *os.ProcessState, 1)
 	go func() {
@@ -98,21 +104,21 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 		exited <- cmd.ProcessState
 	}()
 	err = <-started
+	tStarted := monotonic()
 	childEnd.Close()
 	if err != nil {
 		return nil, stepError("spawn", err)
 	}
 
-	if cg != nil {
-		if _, ok := cg.FD(); !ok {
-			if err := cg.Add(cmd.Process.Pid); err != nil {
-				_ = cmd.Process.Kill()
-				<-exited
-				return nil, stepError("cgroup", err)
-			}
-		}
+	// Moving a process between v1 cgroups waits for an RCU grace period
+	// (several milliseconds): do it while the init builds the jail.
+	added := make(chan error, 1)
+	if cfg.WaitGo {
+		go func() { added <- cg.Add(cmd.Process.Pid) }()
+	} else {
+		added <- nil
 	}
-	res := &jailResult{}
+	res := &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}}
 	// The cause is recorded before the kill, so a jail that died of it
 	// is never mistaken for one that died on its own.
 	killedBy := make(chan error, 1)
@@ -127,7 +133,9 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 		}
 	}()
 
-	res.setupErr = handshake(parentEnd, cmd.Process.Pid, cfg, ids)
+	var steps []initStep
+	res.setupErr, steps = handshake(parentEnd, cmd.Process.Pid, cfg, ids, added)
+	res.steps = append(res.steps, steps...)
 	if res.setupErr != nil {
 		_ = cmd.Process.Kill()
 	} else {
@@ -144,22 +152,25 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 
 // handshake sends the config (with the idmapped workspace, as root) and
 // waits until the init has exec'd CMD or reported why it could not.
-func handshake(sock *os.File, pid int, cfg *childConfig, ids idPlan) *StepError {
+func handshake(sock *os.File, pid int, cfg *childConfig, ids idPlan, added <-chan error) (*StepError, []initStep) {
+	var steps []initStep
 	msg, err := json.Marshal(cfg)
 	if err != nil {
-		return stepError("config", err)
+		return stepError("config", err), nil
 	}
 	var rights []byte
 	if cfg.WorkspaceFD {
 		fd, err := idmappedWorkspace(cfg.Workspace, pid)
 		if err != nil {
-			return stepError("idmap", err)
+			return stepError("idmap", err), nil
 		}
 		defer unix.Close(fd)
 		rights = unix.UnixRights(fd)
+		steps = append(steps, initStep{Name: "parent_idmap", At: monotonic()})
 	}
+	steps = append(steps, initStep{Name: "config_sent", At: monotonic()})
 	if err := unix.Sendmsg(int(sock.Fd()), msg, rights, nil, 0); err != nil {
-		return stepError("config", os.NewSyscallError("sendmsg", err))
+		return stepError("config", os.NewSyscallError("sendmsg", err)), nil
 	}
 	buf := make([]byte, 64<<10)
 	ready := false
@@ -167,21 +178,33 @@ func handshake(sock *os.File, pid int, cfg *childConfig, ids idPlan) *StepError 
 		n, err := sock.Read(buf)
 		if n == 0 || errors.Is(err, io.EOF) {
 			if ready {
-				return nil
+				return nil, append(steps, initStep{Name: "exec", At: monotonic()})
 			}
-			return &StepError{Stage: "init", Message: "the jail's init exited before it could report"}
+			return &StepError{Stage: "init", Message: "the jail's init exited before it could report"}, steps
 		}
 		if err != nil {
-			return stepError("sync", err)
+			return stepError("sync", err), steps
 		}
 		var m childMessage
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
-			return stepError("sync", fmt.Errorf("bad message from init: %w", err))
+			return stepError("sync", fmt.Errorf("bad message from init: %w", err)), steps
 		}
 		if m.Error != nil {
-			return m.Error
+			return m.Error, steps
 		}
-		ready = ready || m.Ready
+		steps = append(steps, m.Steps...)
+		if m.Ready && !ready {
+			ready = true
+			if err := <-added; err != nil {
+				return stepError("cgroup", err), steps
+			}
+			steps = append(steps, initStep{Name: "parent_cgroup", At: monotonic()})
+			if cfg.WaitGo {
+				if _, err := sock.Write([]byte{'g'}); err != nil {
+					return stepError("sync", err), steps
+				}
+			}
+		}
 	}
 }
 

@@ -12,6 +12,8 @@ package nsjail
 //	childConfig JSON [+ workspace fd]  ─────►  builds the filesystem view,
 //	                                           drops capabilities
 //	                                   ◄─────  {"ready":true} just before execve
+//	"g" (v1 cgroups: the init is in the
+//	run's cgroup now)                  ─────►  execve
 //	                                   ◄─────  EOF: execve succeeded
 //	                                   ◄─────  or {"error":{stage,op,path,errno,message}}
 //
@@ -26,6 +28,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // initName is the argv[0] under which the binary runs as a jail's init.
@@ -69,6 +73,10 @@ type childConfig struct {
 	Network bool `json:"network"`
 	// Binds are extra host directories from the policy.
 	Binds []bind `json:"binds"`
+	// WaitGo: after "ready", wait for the parent's go-ahead (one byte)
+	// before execve; the parent sends it once the init is in the run's
+	// cgroup.
+	WaitGo bool `json:"wait_go"`
 }
 
 type bind struct {
@@ -85,6 +93,21 @@ type symlink struct {
 type childMessage struct {
 	Ready bool       `json:"ready,omitempty"`
 	Error *StepError `json:"error,omitempty"`
+	// Steps are CLOCK_MONOTONIC times (ns) at which the init finished
+	// its steps, for the receipt's phase breakdown.
+	Steps []initStep `json:"steps,omitempty"`
+}
+
+type initStep struct {
+	Name string `json:"name"`
+	At   int64  `json:"at"`
+}
+
+// monotonic reads CLOCK_MONOTONIC, which parent and init share.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // StepError says which isolation step failed and why. It is what the

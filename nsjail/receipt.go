@@ -53,6 +53,27 @@ type Limits struct {
 	Unenforced bool `json:"unenforced,omitempty"`
 }
 
+// Phases splits total_ms into neonbox-ns's own steps, so that a
+// regression points at its phase.
+type Phases struct {
+	// PrepareMS: checks, workspace lock, recovery, run dir, seccomp
+	// filter, cgroup.
+	PrepareMS float64 `json:"prepare_ms"`
+	// SpawnMS: clone into the namespaces and the init's setup, up to
+	// CMD's execve.
+	SpawnMS float64 `json:"spawn_ms"`
+	// RunMS: CMD, from execve to the end of its pid namespace.
+	RunMS float64 `json:"run_ms"`
+	// FinishMS: reading the cgroup, planning, commit or rollback.
+	FinishMS float64 `json:"finish_ms"`
+	// TeardownMS: removing the cgroup and the run dir.
+	TeardownMS float64 `json:"teardown_ms"`
+	// Spawn breaks SpawnMS down: milliseconds from the clone to the end
+	// of each step of the jail's init ("started" is the Go runtime's
+	// start, "exec" when CMD's execve was seen to succeed).
+	Spawn map[string]float64 `json:"spawn,omitempty"`
+}
+
 // PolicyRef names the policy a run had and the hash of its effective
 // content (after --allow, --deny and other flags).
 type PolicyRef struct {
@@ -77,6 +98,7 @@ type Receipt struct {
 	CommitMS        float64 `json:"commit_ms"`
 	RollbackMS      float64 `json:"rollback_ms"`
 	TotalMS         float64 `json:"total_ms"`
+	Phases          Phases  `json:"phases"`
 	PeakMemoryMB    float64 `json:"peak_memory_mb"`
 	PidsPeak        int64   `json:"pids_peak,omitempty"`
 	OOMKills        int64   `json:"oom_kill,omitempty"`

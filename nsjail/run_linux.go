@@ -75,12 +75,16 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 
+	var tFinished time.Time
 	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws)
 	defer func() {
 		if err := rd.remove(); err != nil {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
 		}
 		r.TotalMS = ms(time.Since(t0))
+		if !tFinished.IsZero() {
+			r.Phases.TeardownMS = ms(time.Since(tFinished))
+		}
 	}()
 	if err != nil {
 		r.sandboxError(stepError("state", err))
@@ -139,6 +143,8 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		defer cancel()
 	}
 	log.Debug("starting jail", "workspace", o.Workspace, "rundir", rd.path)
+	tSpawn := time.Now()
+	r.Phases.PrepareMS = ms(tSpawn.Sub(t0))
 	res, err := spawn(runCtx, &o, cfg, ids, cg)
 	var se *StepError
 	if errors.As(err, &se) {
@@ -151,14 +157,24 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.Stderr, r.StderrTruncated = stderr.result()
 	}
 	r.classify(res)
+	if !res.execStart.IsZero() {
+		r.SetupMS = ms(res.execStart.Sub(t0))
+		r.Phases.SpawnMS = ms(res.execStart.Sub(tSpawn))
+		r.Phases.RunMS = ms(res.exitTime.Sub(res.execStart))
+		r.Phases.Spawn = map[string]float64{}
+		for _, s := range res.steps {
+			r.Phases.Spawn[s.Name] = ms(time.Duration(s.At - res.forked))
+		}
+	} else {
+		r.Phases.SpawnMS = ms(res.exitTime.Sub(tSpawn))
+	}
 	if cg != nil {
 		r.readCgroup(cg)
 	}
-	if !res.execStart.IsZero() {
-		r.SetupMS = ms(res.execStart.Sub(t0))
-	}
 	log.Debug("jail ended", "status", r.Status, "exit", r.ExitCode)
 	r.finishWorkspace(&o, rd, ids, log)
+	tFinished = time.Now()
+	r.Phases.FinishMS = ms(tFinished.Sub(res.exitTime))
 	return r, nil
 }
 
@@ -260,6 +276,10 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 			r.Held = true
 			return
 		}
+	}
+	if wantCommit && len(plan.Ops) == 0 {
+		r.Committed = true // nothing to apply: no transaction, no history entry
+		return
 	}
 	if wantCommit {
 		t := time.Now()
