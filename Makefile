@@ -9,7 +9,7 @@ DEMO_WS ?= /tmp/neonbox-demo
 
 VM_BIN ?= bin/vm
 
-.PHONY: all deps build demo test test-vm lint fuzz clean
+.PHONY: all deps build demo test test-vm bench lint fuzz clean
 
 all: build
 
@@ -52,6 +52,12 @@ test-vm: deps
 	integration/vm/run.sh $(VM_BIN)/cgroup.test -test.v -test.count=1
 	integration/vm/run.sh $(VM_BIN)/overlay.test -test.count=1 -test.skip TestApplyAcrossFilesystems
 	integration/vm/run.sh $(VM_BIN)/nsjail.test -test.v -test.count=1 -test.short
+
+# neonbox-ns against plain exec, unshare and bwrap, interleaved; and the
+# Go benchmarks of each phase (benchstat-friendly).
+bench: deps build
+	$(BIN) bench -n 300 -j 2
+	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./cgroup ./nsjail ./overlay ./seccomp
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSize -fuzztime 30s ./internal/units/

@@ -68,6 +68,9 @@ type Phases struct {
 	FinishMS float64 `json:"finish_ms"`
 	// TeardownMS: removing the cgroup and the run dir.
 	TeardownMS float64 `json:"teardown_ms"`
+	// ParentPeakRSSKiB is the peak resident memory of the neonbox-ns
+	// process itself (VmHWM) when the run ended.
+	ParentPeakRSSKiB int64 `json:"parent_peak_rss_kib,omitempty"`
 	// Spawn breaks SpawnMS down: milliseconds from the clone to the end
 	// of each step of the jail's init ("started" is the Go runtime's
 	// start, "exec" when CMD's execve was seen to succeed).

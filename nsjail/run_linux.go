@@ -82,6 +82,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
 		}
 		r.TotalMS = ms(time.Since(t0))
+		r.Phases.ParentPeakRSSKiB = peakRSS()
 		if !tFinished.IsZero() {
 			r.Phases.TeardownMS = ms(time.Since(tFinished))
 		}
@@ -467,4 +468,21 @@ func (r *Receipt) readCgroup(cg *cgroup.Cgroup) {
 	if st.OOMKills > 0 && (r.Status == StatusSuccess || r.Status == StatusExecutionError) {
 		r.Status, r.ExitCode = StatusMemoryExceeded, ExitMemory
 	}
+}
+
+// peakRSS reads this process's VmHWM (KiB). Unlike getrusage's maxrss it
+// starts afresh at execve, so a parent's memory does not show up in it.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var n int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &n)
+			return n
+		}
+	}
+	return 0
 }

@@ -23,6 +23,7 @@ Usage:
   neonbox-ns discard ID                      throw a held run away
   neonbox-ns undo [--workspace DIR]          revert the last committed run (repeat to go further back)
   neonbox-ns recover [--workspace DIR]       finish an interrupted commit (any exec does this too)
+  neonbox-ns bench [-n N] [-j N] [--json]    compare neonbox-ns with plain exec, unshare and bwrap
   neonbox-ns policy list                     list the built-in policies
   neonbox-ns policy show NAME|FILE           print a policy
   neonbox-ns policy validate FILE            check a policy file, reporting every problem
@@ -50,6 +51,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return historyMain(args[0], args[1:], stdout, stderr)
 	case "runs", "diff", "commit", "discard":
 		return heldMain(args[0], args[1:], stdout, stderr)
+	case "bench":
+		return benchMain(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/nsjail"
+)
+
+const benchUsage = `Usage: neonbox-ns bench [flags] [-- CMD [ARG...]]
+
+Measures the wall time of CMD (default /bin/true) run plainly, under
+unshare -Urmpnf, under bwrap (each only if installed) and under
+neonbox-ns exec with the default policy, interleaved (A B C D A B ...)
+after a warm-up, then with -j workers in parallel. Prints median, p95,
+p99, min, runs/s and the ratio of each to bwrap, and neonbox-ns's own
+phases from its receipts.
+
+Flags:
+`
+
+// runner is one way of running the command.
+type runner struct {
+	name string
+	argv func(ws string) []string
+	// receipts: the runner prints a neonbox-ns receipt on stdout.
+	receipts bool
+}
+
+// sample is one timed run.
+type sample struct {
+	wall    time.Duration
+	maxRSS  int64 // KiB, of the runner's own process tree as waited for
+	receipt *nsjail.Receipt
+}
+
+// BenchStats summarises one runner.
+type BenchStats struct {
+	Runner       string  `json:"runner"`
+	Runs         int     `json:"runs"`
+	MedianMS     float64 `json:"median_ms"`
+	P95MS        float64 `json:"p95_ms"`
+	P99MS        float64 `json:"p99_ms"`
+	MinMS        float64 `json:"min_ms"`
+	RunsPerSec   float64 `json:"runs_per_sec"`
+	RatioToBwrap float64 `json:"ratio_to_bwrap,omitempty"`
+	// ParallelRunsPerSec is the throughput with Jobs workers.
+	ParallelRunsPerSec float64 `json:"parallel_runs_per_sec,omitempty"`
+	// MaxRSSKiB is, for neonbox-ns, the peak RSS of the neonbox-ns
+	// process itself (from its receipts).
+	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+}
+
+// BenchReport is what bench --json prints.
+type BenchReport struct {
+	Machine  map[string]string  `json:"machine"`
+	Command  []string           `json:"command"`
+	Jobs     int                `json:"jobs"`
+	Runners  []BenchStats       `json:"runners"`
+	Missing  []string           `json:"missing,omitempty"`
+	Phases   map[string]float64 `json:"neonbox_phases_median_ms"`
+	JailPeak float64            `json:"neonbox_jail_peak_memory_mb_median"`
+}
+
+func benchMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	n := fs.Int("n", 200, "timed runs per runner (sequential)")
+	warm := fs.Int("warmup", 10, "untimed runs per runner first")
+	jobs := fs.Int("j", 2, "parallel workers for the throughput measurement (0: skip)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	sep := slices.Index(args, "--")
+	flagArgs, cmd := args, []string{"/bin/true"}
+	if sep >= 0 {
+		flagArgs, cmd = args[:sep], args[sep+1:]
+	}
+	if err := fs.Parse(flagArgs); err != nil || fs.NArg() > 0 || len(cmd) == 0 || *n < 1 {
+		fmt.Fprint(stderr, benchUsage)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return nsjail.ExitUsage
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(stderr, "bench", err)
+	}
+	base, err := os.MkdirTemp("", "neonbox-bench-")
+	if err != nil {
+		return fail(stderr, "bench", err)
+	}
+	defer os.RemoveAll(base)
+	if err := os.Chmod(base, 0o711); err != nil {
+		return fail(stderr, "bench", err)
+	}
+	state := filepath.Join(base, "state")
+
+	runners, missing := benchRunners(self, state, cmd)
+	rep := BenchReport{Machine: machineInfo(), Command: cmd, Jobs: *jobs, Missing: missing, Phases: map[string]float64{}}
+	fmt.Fprintf(stderr, "bench: %d warm-up and %d timed runs per runner, interleaved; %s\n", *warm, *n, strings.Join(names(runners), ", "))
+
+	ws := filepath.Join(base, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return fail(stderr, "bench", err)
+	}
+	samples := map[string][]sample{}
+	for round := 0; round < *warm+*n; round++ {
+		for _, r := range runners {
+			s, err := runOnce(r, ws)
+			if err != nil {
+				return fail(stderr, "bench", fmt.Errorf("%s: %w", r.name, err))
+			}
+			if round >= *warm {
+				samples[r.name] = append(samples[r.name], s)
+			}
+		}
+	}
+	for _, r := range runners {
+		rep.Runners = append(rep.Runners, summarize(r.name, samples[r.name]))
+	}
+	if *jobs > 0 {
+		for i, r := range runners {
+			rps, err := parallelThroughput(r, base, *jobs, *n)
+			if err != nil {
+				return fail(stderr, "bench", fmt.Errorf("%s -j %d: %w", r.name, *jobs, err))
+			}
+			rep.Runners[i].ParallelRunsPerSec = rps
+		}
+	}
+	var bwrap float64
+	for _, s := range rep.Runners {
+		if s.Runner == "bwrap" {
+			bwrap = s.MedianMS
+		}
+	}
+	for i := range rep.Runners {
+		if bwrap > 0 {
+			rep.Runners[i].RatioToBwrap = round3(rep.Runners[i].MedianMS / bwrap)
+		}
+	}
+	phases(samples["neonbox-ns"], &rep)
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return 0
+	}
+	printBench(stdout, &rep)
+	return 0
+}
+
+func benchRunners(self, state string, cmd []string) ([]runner, []string) {
+	rs := []runner{{name: "exec", argv: func(string) []string { return cmd }}}
+	var missing []string
+	if p, err := exec.LookPath("unshare"); err == nil {
+		rs = append(rs, runner{name: "unshare", argv: func(string) []string {
+			return append([]string{p, "-Urmpnf", "--mount-proc"}, cmd...)
+		}})
+	} else {
+		missing = append(missing, "unshare")
+	}
+	if p, err := exec.LookPath("bwrap"); err == nil {
+		rs = append(rs, runner{name: "bwrap", argv: func(string) []string {
+			return append([]string{p, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+				"--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}, cmd...)
+		}})
+	} else {
+		missing = append(missing, "bwrap")
+	}
+	rs = append(rs, runner{name: "neonbox-ns", receipts: true, argv: func(ws string) []string {
+		return append([]string{self, "exec", "--workspace", ws, "--state-dir", state, "--json", "--"}, cmd...)
+	}})
+	return rs, missing
+}
+
+func names(rs []runner) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.name)
+	}
+	return out
+}
+
+func runOnce(r runner, ws string) (sample, error) {
+	argv := r.argv(ws)
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Dir = ws
+	var out bytes.Buffer
+	if r.receipts {
+		c.Stdout = &out
+	}
+	start := time.Now()
+	err := c.Run()
+	wall := time.Since(start)
+	if err != nil {
+		return sample{}, err
+	}
+	s := sample{wall: wall}
+	if r.receipts {
+		var rec nsjail.Receipt
+		if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
+			return s, fmt.Errorf("receipt: %w", err)
+		}
+		if rec.Status != nsjail.StatusSuccess {
+			return s, fmt.Errorf("run failed: %s %v", rec.Status, rec.Error)
+		}
+		s.receipt = &rec
+		s.maxRSS = rec.Phases.ParentPeakRSSKiB
+	}
+	return s, nil
+}
+
+// parallelThroughput runs the runner with jobs workers, each on its own
+// workspace (a workspace takes one writing run at a time), and returns
+// runs per second.
+func parallelThroughput(r runner, base string, jobs, n int) (float64, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, jobs)
+	start := time.Now()
+	per := max(n/jobs, 1)
+	for w := 0; w < jobs; w++ {
+		ws := filepath.Join(base, fmt.Sprintf("ws-%s-%d", r.name, w))
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			return 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if _, err := runOnce(r, ws); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return round3(float64(per*jobs) / time.Since(start).Seconds()), nil
+}
+
+func summarize(name string, ss []sample) BenchStats {
+	var ws []float64
+	var total time.Duration
+	var rss int64
+	for _, s := range ss {
+		ws = append(ws, float64(s.wall.Microseconds())/1000)
+		total += s.wall
+		rss = max(rss, s.maxRSS)
+	}
+	sort.Float64s(ws)
+	return BenchStats{
+		Runner: name, Runs: len(ws),
+		MedianMS: round3(quantile(ws, 0.5)), P95MS: round3(quantile(ws, 0.95)), P99MS: round3(quantile(ws, 0.99)),
+		MinMS: round3(ws[0]), RunsPerSec: round3(float64(len(ws)) / total.Seconds()), MaxRSSKiB: rss,
+	}
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// phases takes the median of each phase over neonbox-ns's receipts.
+func phases(ss []sample, rep *BenchReport) {
+	cols := map[string][]float64{}
+	var peaks []float64
+	for _, s := range ss {
+		if s.receipt == nil {
+			continue
+		}
+		p := s.receipt.Phases
+		for k, v := range map[string]float64{"prepare": p.PrepareMS, "spawn": p.SpawnMS, "run": p.RunMS, "finish": p.FinishMS, "teardown": p.TeardownMS, "total": s.receipt.TotalMS} {
+			cols[k] = append(cols[k], v)
+		}
+		for k, v := range p.Spawn {
+			cols["spawn."+k] = append(cols["spawn."+k], v)
+		}
+		peaks = append(peaks, s.receipt.PeakMemoryMB)
+	}
+	for k, v := range cols {
+		sort.Float64s(v)
+		rep.Phases[k] = round3(quantile(v, 0.5))
+	}
+	sort.Float64s(peaks)
+	rep.JailPeak = round3(quantile(peaks, 0.5))
+}
+
+func machineInfo() map[string]string {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	v, _ := cgroup.Detect()
+	return map[string]string{
+		"kernel": unix.ByteSliceToString(u.Release[:]),
+		"cpus":   fmt.Sprint(runtime.NumCPU()),
+		"cgroup": string(v),
+		"go":     runtime.Version(),
+	}
+}
+
+func printBench(w io.Writer, rep *BenchReport) {
+	m := rep.Machine
+	fmt.Fprintf(w, "machine: kernel %s, %s CPUs, cgroup %s; command: %s\n\n", m["kernel"], m["cpus"], m["cgroup"], strings.Join(rep.Command, " "))
+	fmt.Fprintf(w, "| runner | median ms | p95 ms | p99 ms | min ms | runs/s | runs/s -j %d | × bwrap |\n|---|---|---|---|---|---|---|---|\n", rep.Jobs)
+	for _, s := range rep.Runners {
+		ratio := "-"
+		if s.RatioToBwrap > 0 {
+			ratio = fmt.Sprintf("%.2f", s.RatioToBwrap)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %s |\n", s.Runner, s.MedianMS, s.P95MS, s.P99MS, s.MinMS, s.RunsPerSec, s.ParallelRunsPerSec, ratio)
+	}
+	for _, m := range rep.Missing {
+		fmt.Fprintf(w, "(%s is not installed: not measured)\n", m)
+	}
+	fmt.Fprintf(w, "\nneonbox-ns phases (median ms):")
+	for _, k := range []string{"prepare", "spawn", "run", "finish", "teardown", "total"} {
+		fmt.Fprintf(w, " %s %.2f", k, rep.Phases[k])
+	}
+	var spawn []string
+	for k := range rep.Phases {
+		if strings.HasPrefix(k, "spawn.") {
+			spawn = append(spawn, k)
+		}
+	}
+	sort.Slice(spawn, func(i, j int) bool { return rep.Phases[spawn[i]] < rep.Phases[spawn[j]] })
+	fmt.Fprintf(w, "\nspawn steps (ms after the clone):")
+	for _, k := range spawn {
+		fmt.Fprintf(w, " %s %.2f", strings.TrimPrefix(k, "spawn."), rep.Phases[k])
+	}
+	fmt.Fprintf(w, "\njail peak memory (median): %.2f MB; neonbox-ns process peak RSS (max): %d KiB\n", rep.JailPeak, rep.Runners[len(rep.Runners)-1].MaxRSSKiB)
+}
