@@ -230,7 +230,10 @@ type CommitResult struct {
 	Changes               overlay.Changes `json:"changes"`
 	CommitMS              float64         `json:"commit_ms"`
 	ProtectedPathsTouched []string        `json:"protected_paths_touched,omitempty"`
-	Warnings              []string        `json:"warnings,omitempty"`
+	// Conflicts lists the paths changed in the workspace since the run
+	// ended; when set, nothing was applied.
+	Conflicts []string `json:"conflicts,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 }
 
 // ErrProtected is returned when a held run changed protected paths.
@@ -263,6 +266,7 @@ func CommitHeld(ctx context.Context, stateDir, id string, lockTimeout time.Durat
 		return res, err
 	}
 	if len(conflicts) > 0 {
+		res.Conflicts = conflicts
 		return res, &overlay.ConflictError{Paths: conflicts}
 	}
 	plan, err := h.Diff()

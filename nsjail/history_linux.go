@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +34,8 @@ func newTxnDir(stateDir, workspace, runID string) string {
 	return filepath.Join(txnRoot(stateDir, workspace), fmt.Sprintf("%020d-%s", time.Now().UnixNano(), runID))
 }
 
+var txnNameRE = regexp.MustCompile(`^[0-9]{20}-[0-9a-f]{16}$`)
+
 // txnDirs lists a workspace's transactions, oldest first.
 func txnDirs(stateDir, workspace string) ([]string, error) {
 	root := txnRoot(stateDir, workspace)
@@ -45,7 +48,7 @@ func txnDirs(stateDir, workspace string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && txnNameRE.MatchString(e.Name()) { // not an undo's scratch dir
 			out = append(out, filepath.Join(root, e.Name()))
 		}
 	}
@@ -74,10 +77,18 @@ func recoverWorkspace(stateDir, workspace string) ([]string, error) {
 		run := filepath.Base(d)
 		if j != nil {
 			run = j.RunID
-			// The run that was committing died: its directory is
-			// abandoned.
-			if err := removeTree(filepath.Dir(j.Upper)); err != nil {
-				notes = append(notes, fmt.Sprintf("could not remove the abandoned run dir of %s: %v", run, err))
+			// Whoever was committing (a run) or undoing died: its
+			// run dir, or the undo's scratch dir, is abandoned.
+			left := j.Upper
+			if filepath.Dir(filepath.Dir(left)) == filepath.Join(stateDir, "runs") {
+				left = filepath.Dir(left)
+			} else if !strings.HasSuffix(left, ".undo") {
+				left = ""
+			}
+			if left != "" {
+				if err := removeTree(left); err != nil {
+					notes = append(notes, fmt.Sprintf("could not remove %s, left by %s: %v", left, run, err))
+				}
 			}
 		}
 		notes = append(notes, fmt.Sprintf("recovered %s: rolled back the interrupted commit of run %s; the workspace is as it was before that run", workspace, run))

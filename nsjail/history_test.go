@@ -2,6 +2,7 @@ package nsjail_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,3 +77,39 @@ func TestHistoryIsBounded(t *testing.T) {
 }
 
 func splitLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
+
+// Recovering an interrupted undo finishes it and keeps the rest of the
+// history.
+func TestRecoveryKeepsHistory(t *testing.T) {
+	e := newJailEnv(t)
+	for _, s := range []string{"echo 1 > a", "echo 2 > b"} {
+		r, _, _ := e.run(t, nil, "sh", "-c", s)
+		require.True(t, r.Committed)
+	}
+	notes, err := nsjail.Recover(context.Background(), e.workspaceOptions())
+	require.NoError(t, err)
+	assert.Empty(t, notes)
+
+	// Make the newest commit look like an undo that died halfway through
+	// its first step, as overlay.Undo leaves it: journal "applying",
+	// upper pointing at the undo's scratch dir.
+	txns, _ := filepath.Glob(filepath.Join(e.state, "txn", "*", "*"))
+	require.Len(t, txns, 2)
+	last := txns[len(txns)-1]
+	j, err := overlay.ReadJournal(last)
+	require.NoError(t, err)
+	j.State, j.Upper = overlay.StateApplying, last+".undo"
+	require.NoError(t, os.MkdirAll(j.Upper, 0o700))
+	b, _ := json.Marshal(j)
+	require.NoError(t, os.WriteFile(filepath.Join(last, "journal.json"), b, 0o600))
+
+	notes, err = nsjail.Recover(context.Background(), e.workspaceOptions())
+	require.NoError(t, err)
+	require.Len(t, notes, 1)
+	_, err = os.Stat(filepath.Join(e.ws, "b"))
+	assert.True(t, os.IsNotExist(err), "the interrupted undo was finished")
+	_, err = nsjail.Undo(context.Background(), e.workspaceOptions())
+	require.NoError(t, err, "the older history survived recovery")
+	_, err = os.Stat(filepath.Join(e.ws, "a"))
+	assert.True(t, os.IsNotExist(err))
+}

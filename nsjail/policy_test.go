@@ -111,3 +111,21 @@ func TestPolicyBinds(t *testing.T) {
 	assert.Equal(t, "tool\n", out)
 	assert.Contains(t, errOut, "Read-only file system")
 }
+
+func TestStrictPolicy(t *testing.T) {
+	e := newJailEnv(t)
+	requireCgroups(t)
+	makeFixture(t, e.ws)
+	before := testutil.Snapshot(t, e.ws)
+	strict := withPolicy(t, "strict", nil)
+	r, _, errOut := e.run(t, strict, "sh", "-c", "true | true")
+	assert.Equal(t, nsjail.StatusExecutionError, r.Status, "no subprocess: %s", errOut)
+	r, out, _ := e.run(t, strict, py, "-c", "print(open('f.txt').read().strip()); open('x', 'w')")
+	assert.Equal(t, nsjail.StatusExecutionError, r.Status)
+	assert.Equal(t, "hello\n", out, "reading works, writing does not")
+	assert.Equal(t, int64(268435456), r.Limits.MemoryBytes)
+	assert.Equal(t, int64(16), r.Limits.Pids)
+	assert.InDelta(t, 0.5, r.Limits.CPUs, 0.001)
+	assert.Equal(t, int64(30000), r.Limits.TimeoutMS)
+	assert.Equal(t, before, testutil.Snapshot(t, e.ws))
+}

@@ -94,6 +94,10 @@ type StepHook func(i int, phase string) error
 // ErrCrash, returned by a StepHook, simulates the process dying.
 var ErrCrash = errors.New("simulated crash")
 
+// rollbackHook, set by tests, runs before each undo step of a rollback;
+// an error stops it there, as a crash would.
+var rollbackHook func(i int) error
+
 // Commit applies plan as a transaction recorded in txnDir (which must not
 // exist). On success the journal says "committed" and txnDir keeps what
 // the commit replaced, for Undo. On failure the workspace is rolled back
@@ -283,6 +287,11 @@ func (t *txn) forward(i int, s *JournalOp, hook StepHook) error {
 // looks at the state before acting, so it is safe to repeat.
 func (t *txn) rollback(j *Journal) error {
 	for i := len(j.Steps) - 1; i >= 0; i-- {
+		if rollbackHook != nil {
+			if err := rollbackHook(i); err != nil {
+				return err
+			}
+		}
 		if err := t.backward(i, &j.Steps[i]); err != nil {
 			return fmt.Errorf("undo %s %q: %w", j.Steps[i].Kind, j.Steps[i].Path, err)
 		}

@@ -133,3 +133,28 @@ func TestUndoRefusesChangedPaths(t *testing.T) {
 	assert.ElementsMatch(t, []string{"new.txt", "gone.txt"}, ce.Paths)
 	assert.Equal(t, after, testutil.Snapshot(t, c.ws), "a refused undo changes nothing")
 }
+
+// An undo interrupted at any step is finished by RecoverAt: the
+// workspace ends exactly as before the commit, never a mix.
+func TestCrashDuringUndoIsFinished(t *testing.T) {
+	steps := len(newTxnCase(t).plan.Ops)
+	for n := 0; n < steps; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			c := newTxnCase(t)
+			require.NoError(t, Commit(c.plan, c.up, c.ws, c.txn, "run1", Identity, nil))
+			rollbackHook = func(i int) error {
+				if i == n {
+					return ErrCrash
+				}
+				return nil
+			}
+			err := Undo(c.txn, filepath.Join(c.base, "undone"), Identity)
+			rollbackHook = nil
+			require.ErrorIs(t, err, ErrCrash)
+			recovered, err := RecoverAt(c.txn, Identity)
+			require.NoError(t, err)
+			assert.True(t, recovered)
+			assert.Equal(t, c.before, testutil.Snapshot(t, c.ws))
+		})
+	}
+}

@@ -109,6 +109,9 @@ func heldMain(cmd string, args []string, stdout, stderr io.Writer) int {
 		var ce *overlay.ConflictError
 		switch {
 		case errors.As(err, &ce):
+			if *asJSON {
+				printJSON(res)
+			}
 			fmt.Fprintf(stderr, "neonbox-ns commit: conflict, nothing applied: the workspace changed these paths since run %s ended: %s\n", id, strings.Join(ce.Paths, ", "))
 			return 1
 		case err != nil:

@@ -1,0 +1,73 @@
+package nsjail_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/neonbox/neonbox-ns/internal/testutil"
+	"github.com/neonbox/neonbox-ns/nsjail"
+)
+
+// BenchmarkRun runs a small change (one file written) in a jail over a
+// workspace of 10 and of 100,000 files, committed and rolled back.
+// Setup and rollback must not grow with the workspace: overlayfs mounts
+// it as it is, and only the upper dir is walked.
+func BenchmarkRun(b *testing.B) {
+	testutil.RequireRoot(b)
+	testutil.RequireUserNS(b)
+	for _, files := range []int{10, 100000} {
+		base := testutil.WorldTraversableTempDir(b)
+		ws, state := filepath.Join(base, "ws"), filepath.Join(base, "state")
+		if err := makeWorkspace(ws, files); err != nil {
+			b.Fatal(err)
+		}
+		for _, commit := range []nsjail.CommitMode{nsjail.CommitNever, nsjail.CommitOnSuccess} {
+			b.Run(fmt.Sprintf("files=%d/commit=%s", files, commit), func(b *testing.B) {
+				var setup, finish []float64
+				for b.Loop() {
+					r, err := nsjail.Run(context.Background(), nsjail.Options{
+						Command:   []string{"sh", "-c", "echo x > out.txt"},
+						Workspace: ws, StateDir: state, Commit: commit,
+						Stdout: io.Discard, Stderr: io.Discard, HostEnv: []string{"PATH=/usr/bin:/bin"},
+					})
+					if err != nil || r.Status != nsjail.StatusSuccess {
+						b.Fatalf("%v %+v", err, r)
+					}
+					setup = append(setup, r.Phases.PrepareMS+r.Phases.SpawnMS)
+					finish = append(finish, r.Phases.FinishMS)
+				}
+				b.ReportMetric(median(setup), "setup-ms")
+				b.ReportMetric(median(finish), "commit-or-rollback-ms")
+			})
+		}
+	}
+}
+
+func makeWorkspace(dir string, files int) error {
+	for i := 0; i < files; i++ {
+		d := filepath.Join(dir, fmt.Sprintf("d%03d", i%1000))
+		if i < 1000 {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%d", i)), []byte("x"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,80 @@
+package seccomp
+
+import (
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/reexec"
+)
+
+func init() {
+	// A child that loads the default filter (or not) and exits: the
+	// difference between the two is what loading costs a run.
+	reexec.Register("seccomp-bench-child", func() {
+		if len(os.Args) > 1 && os.Args[1] == "load" {
+			prog, err := Compile(DefaultProfile(true))
+			if err != nil {
+				os.Exit(2)
+			}
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				os.Exit(3)
+			}
+			if err := Load(prog.BPF); err != nil {
+				os.Exit(4)
+			}
+		}
+		os.Exit(0)
+	})
+}
+
+func TestMain(m *testing.M) {
+	if reexec.Init() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// BenchmarkCompile: a cached profile is a map lookup; a fresh one goes
+// through libseccomp.
+func BenchmarkCompile(b *testing.B) {
+	p := DefaultProfile(true)
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Compile(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("uncached", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := compile(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkChild runs a child process that loads the filter and one that
+// does not; the difference is the per-run cost of compiling (once per
+// process) and loading it.
+func BenchmarkChild(b *testing.B) {
+	for _, mode := range []string{"noload", "load"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				cmd := reexec.Command("seccomp-bench-child", mode)
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestChildLoadsFilter(t *testing.T) {
+	cmd := reexec.Command("seccomp-bench-child", "load")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
