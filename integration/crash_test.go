@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -104,4 +105,52 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// kill -9 of neonbox-ns while CMD runs: the jail dies with it (parent
+// death signal), the workspace is untouched, and the next command cleans
+// up the abandoned run dir and cgroup.
+func TestKillParentMidRun(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(e.ws, "keep"), []byte("keep\n"), 0o644))
+	cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--",
+		"sh", "-c", "echo partial > partial; (setsid sleep 60 &); sleep 60")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	require.NoError(t, cmd.Start())
+	var runID string
+	waitFor(t, func() bool {
+		entries, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+		if len(entries) == 1 {
+			runID = entries[0].Name()
+			return true
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond) // let CMD start and write
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+
+	// Every process of the jail dies: nothing stays in its cgroup.
+	waitFor(t, func() bool { return !processInCgroup("run-" + runID) })
+
+	r := e.exec(t, "", []string{"--json"}, "cat", "keep")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "cleaned up run "+runID)
+	entries, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+	assert.Empty(t, entries)
+	_, err := os.Stat(filepath.Join(e.ws, "partial"))
+	assert.True(t, os.IsNotExist(err), "the killed run's changes never reached the workspace")
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/neonbox/run-" + runID)
+	assert.Empty(t, dirs, "the abandoned cgroup is removed")
+}
+
+// processInCgroup reports whether any process is in a cgroup named name.
+func processInCgroup(name string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), "/"+name) {
+			return true
+		}
+	}
+	return false
 }

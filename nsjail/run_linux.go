@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -74,6 +75,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("recover", err))
 		return r, nil
 	}
+	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
 
 	var tFinished time.Time
 	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws)
@@ -307,6 +309,9 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 // report.
 func commitPlan(plan *overlay.Plan, upper, workspace, stateDir, runID string, ids overlay.IDMap, keep int) ([]string, error) {
 	var warnings []string
+	if err := os.WriteFile(filepath.Join(filepath.Dir(upper), committingMarker), nil, 0o600); err != nil {
+		return nil, err
+	}
 	err := overlay.Commit(plan, upper, workspace, newTxnDir(stateDir, workspace, runID), runID, ids, nil)
 	if errors.Is(err, overlay.ErrCrossDevice) {
 		// rename(2) cannot move the changes: copy them, without the

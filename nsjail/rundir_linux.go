@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/cgroup"
 )
 
 // runDir is a run's directory under the state dir:
@@ -49,6 +51,9 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t) (
 		return runDir{}, err
 	}
 	if err := os.Chmod(d.path, 0o711); err != nil {
+		return d, err
+	}
+	if err := os.WriteFile(filepath.Join(d.path, "owner"), []byte(processIdentity(os.Getpid())), 0o600); err != nil {
 		return d, err
 	}
 	for _, sub := range []string{"root", "lower", "upper", "work"} {
@@ -109,6 +114,64 @@ func listNames(p string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
+}
+
+// processIdentity names a live process so that a recycled pid is not
+// mistaken for it: "pid starttime" (/proc/<pid>/stat, field 22).
+func processIdentity(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return fmt.Sprintf("%d %s", pid, f[19])
+}
+
+// committingMarker in a run dir says a commit from it may be under way:
+// only the recovery of its workspace may remove it (it needs the upper
+// dir to roll the commit back).
+const committingMarker = "committing"
+
+// sweepAbandoned removes the run dirs (and cgroups) of neonbox-ns
+// processes that died (kill -9) before cleaning up, except those whose
+// commit the workspace's recovery must finish. It returns a note per
+// removed run.
+func sweepAbandoned(stateDir string) []string {
+	runs := filepath.Join(stateDir, "runs")
+	entries, err := os.ReadDir(runs)
+	if err != nil {
+		return nil
+	}
+	var notes []string
+	for _, e := range entries {
+		d := runDir{path: filepath.Join(runs, e.Name())}
+		owner, err := os.ReadFile(filepath.Join(d.path, "owner"))
+		if err != nil {
+			continue // being created, or not ours
+		}
+		var pid int
+		if _, err := fmt.Sscanf(string(owner), "%d", &pid); err != nil || processIdentity(pid) == string(owner) {
+			continue // its process is alive
+		}
+		if _, err := os.Stat(filepath.Join(d.path, committingMarker)); err == nil {
+			continue
+		}
+		err = errors.Join(cgroup.RemoveStale("run-"+e.Name()), d.remove())
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("could not clean up abandoned run %s: %v", e.Name(), err))
+		} else {
+			notes = append(notes, fmt.Sprintf("cleaned up run %s, abandoned by a neonbox-ns that died", e.Name()))
+		}
+	}
+	return notes
 }
 
 // discardUpper throws the run's changes away: that is the rollback.
