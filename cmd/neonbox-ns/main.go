@@ -23,6 +23,7 @@ Usage:
   neonbox-ns discard ID                      throw a held run away
   neonbox-ns undo [--workspace DIR]          revert the last committed run (repeat to go further back)
   neonbox-ns recover [--workspace DIR]       finish an interrupted commit (any exec does this too)
+  neonbox-ns doctor [--json]                 check what this machine offers, with remedies
   neonbox-ns bench [-n N] [-j N] [--json]    compare neonbox-ns with plain exec, unshare and bwrap
   neonbox-ns policy list                     list the built-in policies
   neonbox-ns policy show NAME|FILE           print a policy
@@ -53,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return heldMain(args[0], args[1:], stdout, stderr)
 	case "bench":
 		return benchMain(args[1:], stdout, stderr)
+	case "doctor":
+		return doctorMain(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
