@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -32,9 +34,14 @@ func childMain() {
 	// Capabilities, no_new_privs and the credentials execve passes on
 	// belong to a thread: do everything on this one.
 	runtime.LockOSThread()
-	// The socket arrives as a plain inherited fd; CMD must not inherit
-	// it, and its closing at execve is what tells the parent exec worked.
-	unix.CloseOnExec(syncFD)
+	// Nothing but stdin, stdout and stderr may reach CMD: not the sync
+	// socket (its closing at execve tells the parent exec worked), and
+	// not any descriptor neonbox-ns's caller left open without
+	// close-on-exec (a directory fd would be a way out of the jail, as in
+	// runc's CVE-2024-21626).
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		markAllCloseOnExec()
+	}
 	err := runChild()
 	msg, _ := json.Marshal(childMessage{Error: err})
 	_, _ = unix.Write(syncFD, msg)
@@ -101,6 +108,20 @@ func runChild() *StepError {
 	}
 	err = unix.Exec(path, cfg.Argv, cfg.Env)
 	return stepError("exec", &os.PathError{Op: "execve", Path: path, Err: err})
+}
+
+// markAllCloseOnExec is CloseRange(CLOSE_RANGE_CLOEXEC) for kernels
+// before 5.11.
+func markAllCloseOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // receiveConfig reads the config message and the fds that came with it.

@@ -138,7 +138,8 @@ func Recover(ctx context.Context, w WorkspaceOptions) ([]string, error) {
 		return nil, err
 	}
 	defer lock.release()
-	return recoverWorkspace(w.StateDir, w.Workspace)
+	notes, err := recoverWorkspace(w.StateDir, w.Workspace)
+	return append(notes, sweepAbandoned(w.StateDir)...), err
 }
 
 // ErrNothingToUndo is returned by Undo when a workspace has no history.
@@ -168,6 +169,7 @@ func Undo(ctx context.Context, w WorkspaceOptions) (*UndoResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	notes = append(notes, sweepAbandoned(w.StateDir)...)
 	dirs, err := txnDirs(w.StateDir, w.Workspace)
 	if err != nil {
 		return nil, err

@@ -73,7 +73,12 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 		// execve, or the init would run as the overflow id with no
 		// capabilities in its namespace.
 		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !ids.rootful},
-		Pdeathsig:  syscall.SIGKILL,
+		// A session of its own, with no controlling terminal: the jail
+		// cannot open the caller's terminal through /dev/tty to read
+		// what the user types next or reconfigure it. (Its streams may
+		// still be that terminal; TIOCSTI is denied by seccomp.)
+		Setsid:    true,
+		Pdeathsig: syscall.SIGKILL,
 	}
 	if cg != nil {
 		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP), so

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -259,7 +260,7 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 		r.ProtectedPathsTouched = protectedTouched(plan.Changes, append(o.Policy.ProtectedPaths, o.Protect...))
 		if len(r.ProtectedPathsTouched) > 0 && wantCommit {
 			r.Status, r.ExitCode = StatusSecurityViolation, ExitViolation
-			r.Error = &StepError{Stage: "commit", Op: "gate", Message: "the run changed protected paths: " + strings.Join(r.ProtectedPathsTouched, ", ")}
+			r.Error = &StepError{Stage: "commit", Op: "gate", Message: "the run changed protected paths: " + quoted(r.ProtectedPathsTouched)}
 			wantCommit = false
 		}
 	case !wantCommit:
@@ -309,10 +310,11 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 // report.
 func commitPlan(plan *overlay.Plan, upper, workspace, stateDir, runID string, ids overlay.IDMap, keep int) ([]string, error) {
 	var warnings []string
-	if err := os.WriteFile(filepath.Join(filepath.Dir(upper), committingMarker), nil, 0o600); err != nil {
+	txnDir := newTxnDir(stateDir, workspace, runID)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(upper), committingMarker), []byte(txnDir), 0o600); err != nil {
 		return nil, err
 	}
-	err := overlay.Commit(plan, upper, workspace, newTxnDir(stateDir, workspace, runID), runID, ids, nil)
+	err := overlay.Commit(plan, upper, workspace, txnDir, runID, ids, nil)
 	if errors.Is(err, overlay.ErrCrossDevice) {
 		// rename(2) cannot move the changes: copy them, without the
 		// journal's all-or-nothing guarantee or undo.
@@ -490,4 +492,14 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// quoted joins paths for a message, each quoted: a run chooses its file
+// names, and they must not carry terminal escapes into logs.
+func quoted(paths []string) string {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = strconv.QuoteToGraphic(p)
+	}
+	return strings.Join(q, ", ")
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/overlay"
 )
 
 // runDir is a run's directory under the state dir:
@@ -161,8 +162,10 @@ func sweepAbandoned(stateDir string) []string {
 		if _, err := fmt.Sscanf(string(owner), "%d", &pid); err != nil || processIdentity(pid) == string(owner) {
 			continue // its process is alive
 		}
-		if _, err := os.Stat(filepath.Join(d.path, committingMarker)); err == nil {
-			continue
+		if txn, err := os.ReadFile(filepath.Join(d.path, committingMarker)); err == nil {
+			if j, err := overlay.ReadJournal(string(txn)); err == nil && j.State == overlay.StateApplying {
+				continue // the workspace's recovery needs this upper dir
+			}
 		}
 		err = errors.Join(cgroup.RemoveStale("run-"+e.Name()), d.remove())
 		if err != nil {

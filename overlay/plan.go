@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -100,13 +101,23 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	const show = 5
-	p := e.Paths
+	p := quoteAll(e.Paths)
 	more := ""
 	if len(p) > show {
 		more = fmt.Sprintf(" and %d more", len(p)-show)
 		p = p[:show]
 	}
 	return fmt.Sprintf("refusing to commit special files (FIFO, socket or device): %s%s", strings.Join(p, ", "), more)
+}
+
+// quoteAll quotes paths for messages: a run chooses its file names, and
+// they must not carry terminal escapes or fake lines into logs.
+func quoteAll(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strconv.QuoteToGraphic(p)
+	}
+	return out
 }
 
 // ErrRefused is matched by errors.Is for a *RefusedError.

@@ -365,7 +365,10 @@ func TestPlanCommitRefusesSpecialFiles(t *testing.T) {
 
 func TestRefusedErrorMessage(t *testing.T) {
 	e := &RefusedError{Paths: []string{"a", "b", "c", "d", "e", "f", "g"}}
-	assert.Equal(t, "refusing to commit special files (FIFO, socket or device): a, b, c, d, e and 2 more", e.Error())
+	assert.Equal(t, `refusing to commit special files (FIFO, socket or device): "a", "b", "c", "d", "e" and 2 more`, e.Error())
+	esc := &RefusedError{Paths: []string{"p\x1b]0;x\a\nfake"}}
+	assert.NotContains(t, esc.Error(), "\x1b", "names are quoted: no terminal escapes")
+	assert.NotContains(t, esc.Error(), "\n")
 	assert.NotErrorIs(t, errors.New("other"), ErrRefused)
 }
 

@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -387,7 +388,7 @@ func RecoverAt(txnDir string, ids IDMap) (bool, error) {
 type ConflictError struct{ Paths []string }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("changed since the commit: %v", e.Paths)
+	return "changed since the commit: " + strings.Join(quoteAll(e.Paths), ", ")
 }
 
 // Undo reverts the committed transaction in txnDir: what it placed is

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -66,7 +67,7 @@ func execMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if asJSON {
 		_ = r.WriteJSON(stdout)
 		for _, warn := range r.Warnings {
-			fmt.Fprintf(stderr, "neonbox-ns: %s\n", warn)
+			fmt.Fprintf(stderr, "neonbox-ns: %s\n", printable(warn))
 		}
 	} else {
 		reportProblems(stderr, r)
@@ -79,17 +80,25 @@ func execMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func reportProblems(w io.Writer, r *nsjail.Receipt) {
 	switch {
 	case r.Status == nsjail.StatusSandboxError && r.Error != nil:
-		fmt.Fprintf(w, "neonbox-ns: sandbox error: %v\n", r.Error)
+		fmt.Fprintf(w, "neonbox-ns: sandbox error: %s\n", printable(r.Error.Error()))
 	case r.Status == nsjail.StatusSecurityViolation && r.Error != nil:
-		fmt.Fprintf(w, "neonbox-ns: security violation: %v\n", r.Error)
+		fmt.Fprintf(w, "neonbox-ns: security violation: %s\n", printable(r.Error.Error()))
 	case r.Status == nsjail.StatusExecutionError && r.Error != nil:
-		fmt.Fprintf(w, "neonbox-ns: %s: %s\n", r.Command[0], r.Error.Message)
+		fmt.Fprintf(w, "neonbox-ns: %s: %s\n", printable(r.Command[0]), printable(r.Error.Message))
 	case r.Status == nsjail.StatusTimeout:
 		fmt.Fprintf(w, "neonbox-ns: timed out after %dms; changes rolled back\n", r.Limits.TimeoutMS)
 	}
 	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "neonbox-ns: %s\n", warn)
+		fmt.Fprintf(w, "neonbox-ns: %s\n", printable(warn))
 	}
+}
+
+// printable escapes control characters (and invalid UTF-8) in a line
+// neonbox-ns writes to stderr: parts of it, such as file names, come from
+// the run.
+func printable(s string) string {
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
 }
 
 func writeReceipt(path string, r *nsjail.Receipt) error {
