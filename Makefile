@@ -62,6 +62,8 @@ bench: deps build
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSize -fuzztime 30s ./internal/units/
 	$(GO) test -run '^$$' -fuzz FuzzPlanCommit -fuzztime 60s ./overlay/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./policies/
+	$(GO) test -run '^$$' -fuzz FuzzReceiptJSON -fuzztime 30s ./nsjail/
 
 clean:
 	rm -rf bin
