@@ -10,6 +10,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
 )
 
 // mountInfo is one line of /proc/self/mountinfo.
@@ -43,33 +45,13 @@ func parseMountinfo(r io.Reader) ([]mountInfo, error) {
 			return nil, fmt.Errorf("parse mountinfo line %q: too few fields", line)
 		}
 		out = append(out, mountInfo{
-			root:       unescapeMountinfo(fields[3]),
-			mountpoint: unescapeMountinfo(fields[4]),
+			root:       linux.UnescapeMountinfo(fields[3]),
+			mountpoint: linux.UnescapeMountinfo(fields[4]),
 			fstype:     fields[sep+1],
 			superOpts:  strings.Split(fields[sep+3], ","),
 		})
 	}
 	return out, nil
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space,
-// \011, \012, \134) in a mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // hasOpt reports whether opts contains o.

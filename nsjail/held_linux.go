@@ -249,18 +249,13 @@ func CommitHeld(ctx context.Context, stateDir, id string, lockTimeout time.Durat
 		return nil, err
 	}
 	w := WorkspaceOptions{Workspace: h.Workspace, StateDir: stateDir, LockTimeout: lockTimeout}
-	if err := w.normalize(); err != nil {
-		return nil, err
-	}
-	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.release()
 	res := &CommitResult{ID: id}
-	if res.Warnings, err = recoverWorkspace(w.StateDir, w.Workspace); err != nil {
+	lock, notes, err := w.take(ctx)
+	res.Warnings = notes
+	if err != nil {
 		return res, err
 	}
+	defer lock.release()
 	conflicts, err := overlay.Conflicts(h.Workspace, h.Plan, h.Base)
 	if err != nil {
 		return res, err

@@ -127,19 +127,34 @@ func (w *WorkspaceOptions) normalize() error {
 	return nil
 }
 
-// Recover rolls back an interrupted commit on a workspace, if there is
-// one, and returns what it did.
-func Recover(ctx context.Context, w WorkspaceOptions) ([]string, error) {
+// take checks w, takes the workspace for itself, rolls back an
+// interrupted commit and sweeps abandoned runs: what every command on a
+// workspace's state does first. The notes say what was recovered.
+func (w *WorkspaceOptions) take(ctx context.Context) (*workspaceLock, []string, error) {
 	if err := w.normalize(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	notes, err := recoverWorkspace(w.StateDir, w.Workspace)
+	if err != nil {
+		lock.release()
+		return nil, notes, err
+	}
+	return lock, append(notes, sweepAbandoned(w.StateDir)...), nil
+}
+
+// Recover rolls back an interrupted commit on a workspace, if there is
+// one, and returns what it did.
+func Recover(ctx context.Context, w WorkspaceOptions) ([]string, error) {
+	lock, notes, err := w.take(ctx)
+	if err != nil {
+		return notes, err
 	}
 	defer lock.release()
-	notes, err := recoverWorkspace(w.StateDir, w.Workspace)
-	return append(notes, sweepAbandoned(w.StateDir)...), err
+	return notes, nil
 }
 
 // ErrNothingToUndo is returned by Undo when a workspace has no history.
@@ -157,19 +172,11 @@ type UndoResult struct {
 // with an *overlay.ConflictError when a path the commit wrote has
 // changed since. Repeating it walks back through the history.
 func Undo(ctx context.Context, w WorkspaceOptions) (*UndoResult, error) {
-	if err := w.normalize(); err != nil {
-		return nil, err
-	}
-	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false)
+	lock, notes, err := w.take(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.release()
-	notes, err := recoverWorkspace(w.StateDir, w.Workspace)
-	if err != nil {
-		return nil, err
-	}
-	notes = append(notes, sweepAbandoned(w.StateDir)...)
 	dirs, err := txnDirs(w.StateDir, w.Workspace)
 	if err != nil {
 		return nil, err

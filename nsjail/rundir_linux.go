@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/overlay"
 )
 
@@ -228,39 +229,10 @@ func mountsBelow(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMountinfo(fields[4])
+		mp := linux.UnescapeMountinfo(fields[4])
 		if within(mp, dir) {
 			out = append(out, mp)
 		}
 	}
 	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of
-// /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			ok := true
-			for _, c := range s[i+1 : i+4] {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + byte(c-'0')
-			}
-			if ok {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -240,6 +240,20 @@ func (t *txn) close() {
 	}
 }
 
+// parents opens the directories that hold rel in the workspace and in the
+// upper dir.
+func (t *txn) parents(rel string) (wp, upp int, name string, err error) {
+	wp, name, err = openParent(t.ws, rel)
+	if err != nil {
+		return -1, -1, "", err
+	}
+	if upp, _, err = openParent(t.up, rel); err != nil {
+		unix.Close(wp)
+		return -1, -1, "", err
+	}
+	return wp, upp, name, nil
+}
+
 // forward carries out step i.
 func (t *txn) forward(i int, s *JournalOp, hook StepHook) error {
 	aside := strconv.Itoa(i)
@@ -252,15 +266,11 @@ func (t *txn) forward(i int, s *JournalOp, hook StepHook) error {
 		defer unix.Close(wp)
 		return renameAt(wp, name, t.aside, aside, unix.RENAME_NOREPLACE)
 	case OpPlace:
-		wp, name, err := openParent(t.ws, s.Path)
+		wp, upp, name, err := t.parents(s.Path)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(wp)
-		upp, _, err := openParent(t.up, s.Path)
-		if err != nil {
-			return err
-		}
 		defer unix.Close(upp)
 		err = renameAt(upp, name, wp, name, unix.RENAME_NOREPLACE)
 		if !errors.Is(err, unix.EEXIST) {
@@ -323,15 +333,11 @@ func (t *txn) backward(i int, s *JournalOp) error {
 		defer unix.Close(wp)
 		return renameAt(t.aside, aside, wp, name, unix.RENAME_NOREPLACE)
 	case OpPlace:
-		wp, name, err := openParent(t.ws, s.Path)
+		wp, upp, name, err := t.parents(s.Path)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(wp)
-		upp, _, err := openParent(t.up, s.Path)
-		if err != nil {
-			return err
-		}
 		defer unix.Close(upp)
 		var st unix.Stat_t
 		placed := unix.Fstatat(wp, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == s.NewIno
