@@ -8,6 +8,7 @@ package nsjail
 // carry on after a failed step: it reports the step and exits.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,11 @@ func runChild() *StepError {
 			return stepError("network", err)
 		}
 	}
+	if cfg.Deferred {
+		if se := awaitCall(cfg); se != nil {
+			return se
+		}
+	}
 	if err := unix.Chdir(cfg.Cwd); err != nil {
 		return stepError("cwd", &os.PathError{Op: "chdir", Path: cfg.Cwd, Err: err})
 	}
@@ -110,6 +116,36 @@ func runChild() *StepError {
 	return stepError("exec", &os.PathError{Op: "execve", Path: path, Err: err})
 }
 
+// awaitCall says the jail is prepared, waits for the command, takes its
+// stdio and mounts the workspace overlay.
+func awaitCall(cfg *childConfig) *StepError {
+	msg, _ := json.Marshal(childMessage{Prepared: true})
+	if _, err := unix.Write(syncFD, msg); err != nil {
+		return stepError("sync", os.NewSyscallError("write", err))
+	}
+	var call callMessage
+	fds, err := receive(&call)
+	if err != nil {
+		return stepError("call", err)
+	}
+	if len(fds) != 3 || len(call.Argv) == 0 {
+		return &StepError{Stage: "call", Message: fmt.Sprintf("want a command and 3 descriptors, got %d", len(fds))}
+	}
+	for i, fd := range fds {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return stepError("call", os.NewSyscallError("dup3", err))
+		}
+		unix.Close(fd)
+	}
+	cfg.Argv, cfg.Env, cfg.Cwd = call.Argv, call.Env, call.Cwd
+	if !cfg.ReadOnlyWorkspace {
+		if err := mountDeferredWorkspace(cfg); err != nil {
+			return stepError("workspace", err)
+		}
+	}
+	return nil
+}
+
 // markAllCloseOnExec is CloseRange(CLOSE_RANGE_CLOEXEC) for kernels
 // before 5.11.
 func markAllCloseOnExec() {
@@ -126,6 +162,21 @@ func markAllCloseOnExec() {
 
 // receiveConfig reads the config message and the fds that came with it.
 func receiveConfig() (*childConfig, []int, error) {
+	var cfg *childConfig
+	fds, err := receiveWith(func(b []byte) (err error) { cfg, err = decodeConfig(b); return err })
+	return cfg, fds, err
+}
+
+// receive reads one JSON message (strictly) and the fds that came with it.
+func receive(v any) ([]int, error) {
+	return receiveWith(func(b []byte) error {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		return dec.Decode(v)
+	})
+}
+
+func receiveWith(decode func([]byte) error) ([]int, error) {
 	buf := make([]byte, 1<<20)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
@@ -134,26 +185,25 @@ func receiveConfig() (*childConfig, []int, error) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, os.NewSyscallError("recvmsg", err)
+			return nil, os.NewSyscallError("recvmsg", err)
 		}
 		if n == 0 {
-			return nil, nil, errors.New("parent closed the socket before sending a config")
+			return nil, errors.New("the parent closed the socket before sending a message")
 		}
 		var fds []int
 		if oobn > 0 {
 			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			for _, m := range msgs {
 				got, err := unix.ParseUnixRights(&m)
 				if err != nil {
-					return nil, nil, err
+					return nil, err
 				}
 				fds = append(fds, got...)
 			}
 		}
-		cfg, err := decodeConfig(buf[:n])
-		return cfg, fds, err
+		return fds, decode(buf[:n])
 	}
 }

@@ -125,6 +125,9 @@ func mountWorkspace(cfg *childConfig, root string, lowerFD int) error {
 	if cfg.ReadOnlyWorkspace {
 		return bindReadOnlyWorkspace(cfg, dst, lowerFD)
 	}
+	if cfg.Deferred {
+		return stageLayers(cfg, root, lowerFD)
+	}
 	lower := filepath.Join(cfg.RunDir, "lower")
 	if lowerFD >= 0 {
 		err := linux.MoveMount(lowerFD, lower)
@@ -175,6 +178,54 @@ func mountProc(proc string) error {
 		}
 	}
 	return nil
+}
+
+// layersDir is where a deferred init keeps the overlay's layers, inside
+// the new root, until the command comes.
+const layersDir = "/.layers"
+
+// stageLayers puts the run dir (whose upper and work dirs overlay needs on
+// one mount) at layersDir in the new root, with the workspace's lower
+// layer on its lower/, so that the overlay can be mounted after the
+// pivot.
+func stageLayers(cfg *childConfig, root string, lowerFD int) error {
+	dst := filepath.Join(root, layersDir)
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	fd, err := linux.CloneTree(cfg.RunDir, false)
+	if err != nil {
+		return err
+	}
+	err = linux.MoveMount(fd, dst)
+	unix.Close(fd)
+	if err != nil {
+		return err
+	}
+	lower := filepath.Join(dst, "lower")
+	if lowerFD >= 0 {
+		err := linux.MoveMount(lowerFD, lower)
+		unix.Close(lowerFD)
+		return err
+	}
+	return linux.BindTree(cfg.Workspace, lower, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+}
+
+// mountDeferredWorkspace mounts the overlay from the staged layers, after
+// the pivot, and takes the layers out of the jail's sight.
+func mountDeferredWorkspace(cfg *childConfig) error {
+	data, err := overlay.MountData(layersDir+"/lower", layersDir+"/upper", layersDir+"/work")
+	if err != nil {
+		return err
+	}
+	if err := linux.Mount("overlay", cfg.Workspace, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return err
+	}
+	if err := linux.Unmount(layersDir, unix.MNT_DETACH); err != nil {
+		return err
+	}
+	// The empty mount point stays in the read-only root: cover it.
+	return linux.Mount("tmpfs", layersDir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
 }
 
 // bindReadOnlyWorkspace shows the workspace read-only, for runs without

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -43,16 +44,35 @@ type jailResult struct {
 	cause     error // errTimeout or errCanceled if the run was killed
 }
 
+// jail is a started init, seen from the parent.
+type jail struct {
+	cmd    *exec.Cmd
+	sock   *os.File
+	cfg    *childConfig
+	exited chan *os.ProcessState
+	added  chan error // the v1 cgroup move, done while the init works
+	res    *jailResult
+}
+
 // spawn starts the jail's init with cfg, in cg if there is one, and waits
 // for the jail to end.
 func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cgroup.Cgroup) (*jailResult, error) {
+	j, err := startJail(o.Stdin, o.Stdout, o.Stderr, cfg, ids, cg)
+	if err != nil {
+		return nil, err
+	}
+	return j.await(ctx), nil
+}
+
+// startJail starts the init and hands it its config; the init builds the
+// jail while the caller goes on.
+func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids idPlan, cg *cgroup.Cgroup) (*jail, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, stepError("spawn", os.NewSyscallError("socketpair", err))
 	}
 	parentEnd := os.NewFile(uintptr(pair[0]), "neonbox-sync")
 	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
-	defer parentEnd.Close()
 
 	flags := uintptr(cloneFlags | unix.CLONE_NEWCGROUP)
 	if cfg.Network {
@@ -61,7 +81,7 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 	cmd := reexec.Command(initName)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{childEnd}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:                 flags,
@@ -84,17 +104,18 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP), so
 		// nothing it does escapes the limits. v1: it is moved in while
 		// its init sets the jail up, and may exec CMD only once it is
-		// there (the init waits for the parent's go-ahead).
+		// there (the init waits for the parent's go-ahead; a deferred
+		// init gets its command only after the move anyway).
 		if fd, ok := cg.FD(); ok {
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		} else {
-			cfg.WaitGo = true
+			cfg.WaitGo = !cfg.Deferred
 		}
 	}
 
 	forked := monotonic()
 	started := make(chan error, 1)
-	exited := make(chan *os.ProcessState, 1)
+	j := &jail{cmd: cmd, sock: parentEnd, cfg: cfg, exited: make(chan *os.ProcessState, 1), added: make(chan error, 1)}
 	go func() {
 		// The parent-death signal fires when the thread that forked
 		// the child exits, not the process (prctl(2)): keep this
@@ -106,24 +127,69 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 		}
 		started <- nil
 		_ = cmd.Wait() // the exit status is in ProcessState
-		exited <- cmd.ProcessState
+		j.exited <- cmd.ProcessState
 	}()
 	err = <-started
 	tStarted := monotonic()
 	childEnd.Close()
 	if err != nil {
+		parentEnd.Close()
 		return nil, stepError("spawn", err)
 	}
-
 	// Moving a process between v1 cgroups waits for an RCU grace period
 	// (several milliseconds): do it while the init builds the jail.
-	added := make(chan error, 1)
-	if cfg.WaitGo {
-		go func() { added <- cg.Add(cmd.Process.Pid) }()
+	if cg != nil && !cmd.SysProcAttr.UseCgroupFD {
+		go func() { j.added <- cg.Add(cmd.Process.Pid) }()
 	} else {
-		added <- nil
+		j.added <- nil
 	}
-	res := &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}}
+	j.res = &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}}
+	if se := j.sendConfig(ids); se != nil {
+		j.res.setupErr = se
+	}
+	return j, nil
+}
+
+// sendConfig sends the config, with the idmapped workspace as root.
+func (j *jail) sendConfig(ids idPlan) *StepError {
+	msg, err := json.Marshal(j.cfg)
+	if err != nil {
+		return stepError("config", err)
+	}
+	var rights []byte
+	if j.cfg.WorkspaceFD {
+		fd, err := idmappedWorkspace(j.cfg.Workspace, j.cmd.Process.Pid)
+		if err != nil {
+			return stepError("idmap", err)
+		}
+		defer unix.Close(fd)
+		rights = unix.UnixRights(fd)
+	}
+	j.mark("config_sent")
+	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
+		return stepError("config", os.NewSyscallError("sendmsg", err))
+	}
+	return nil
+}
+
+func (j *jail) mark(name string) {
+	j.res.steps = append(j.res.steps, initStep{Name: name, At: monotonic()})
+}
+
+// kill ends the jail and waits for it.
+func (j *jail) kill() *os.ProcessState {
+	_ = j.cmd.Process.Kill()
+	st := <-j.exited
+	j.sock.Close()
+	return st
+}
+
+// await lets the jail run: it waits until the init has exec'd CMD (or
+// reported why it could not) and then for the jail to end, killing it
+// when ctx ends.
+func (j *jail) await(ctx context.Context) *jailResult {
+	defer j.sock.Close()
+	res := j.res
 	// The cause is recorded before the kill, so a jail that died of it
 	// is never mistaken for one that died on its own.
 	killedBy := make(chan error, 1)
@@ -133,80 +199,71 @@ func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cg
 		select {
 		case <-ctx.Done():
 			killedBy <- context.Cause(ctx)
-			_ = cmd.Process.Kill()
+			_ = j.cmd.Process.Kill()
 		case <-stopWatch:
 		}
 	}()
-
-	var steps []initStep
-	res.setupErr, steps = handshake(parentEnd, cmd.Process.Pid, cfg, ids, added)
-	res.steps = append(res.steps, steps...)
+	if res.setupErr == nil {
+		res.setupErr = j.readUntilExec(false)
+	}
 	if res.setupErr != nil {
-		_ = cmd.Process.Kill()
+		_ = j.cmd.Process.Kill()
 	} else {
 		res.execStart = time.Now()
 	}
-	res.state = <-exited
+	res.state = <-j.exited
 	res.exitTime = time.Now()
 	select {
 	case res.cause = <-killedBy:
 	default:
 	}
-	return res, nil
+	return res
 }
 
-// handshake sends the config (with the idmapped workspace, as root) and
-// waits until the init has exec'd CMD or reported why it could not.
-func handshake(sock *os.File, pid int, cfg *childConfig, ids idPlan, added <-chan error) (*StepError, []initStep) {
-	var steps []initStep
-	msg, err := json.Marshal(cfg)
-	if err != nil {
-		return stepError("config", err), nil
-	}
-	var rights []byte
-	if cfg.WorkspaceFD {
-		fd, err := idmappedWorkspace(cfg.Workspace, pid)
-		if err != nil {
-			return stepError("idmap", err), nil
-		}
-		defer unix.Close(fd)
-		rights = unix.UnixRights(fd)
-		steps = append(steps, initStep{Name: "parent_idmap", At: monotonic()})
-	}
-	steps = append(steps, initStep{Name: "config_sent", At: monotonic()})
-	if err := unix.Sendmsg(int(sock.Fd()), msg, rights, nil, 0); err != nil {
-		return stepError("config", os.NewSyscallError("sendmsg", err)), nil
-	}
+// readUntilExec reads the init's messages: "ready" (after which, once the
+// init is in its cgroup, a v1 jail gets its go-ahead) and then EOF, which
+// means execve succeeded. With prepared set it returns at the init's
+// "prepared" instead.
+func (j *jail) readUntilExec(prepared bool) *StepError {
 	buf := make([]byte, 64<<10)
 	ready := false
 	for {
-		n, err := sock.Read(buf)
+		n, err := j.sock.Read(buf)
 		if n == 0 || errors.Is(err, io.EOF) {
 			if ready {
-				return nil, append(steps, initStep{Name: "exec", At: monotonic()})
+				j.mark("exec")
+				return nil
 			}
-			return &StepError{Stage: "init", Message: "the jail's init exited before it could report"}, steps
+			return &StepError{Stage: "init", Message: "the jail's init exited before it could report"}
 		}
 		if err != nil {
-			return stepError("sync", err), steps
+			return stepError("sync", err)
 		}
 		var m childMessage
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
-			return stepError("sync", fmt.Errorf("bad message from init: %w", err)), steps
+			return stepError("sync", fmt.Errorf("bad message from init: %w", err))
 		}
 		if m.Error != nil {
-			return m.Error, steps
+			return m.Error
 		}
-		steps = append(steps, m.Steps...)
+		j.res.steps = append(j.res.steps, m.Steps...)
+		if prepared && m.Prepared {
+			if err := <-j.added; err != nil {
+				return stepError("cgroup", err)
+			}
+			return nil
+		}
 		if m.Ready && !ready {
 			ready = true
-			if err := <-added; err != nil {
-				return stepError("cgroup", err), steps
+			if !j.cfg.Deferred {
+				if err := <-j.added; err != nil {
+					return stepError("cgroup", err)
+				}
 			}
-			steps = append(steps, initStep{Name: "parent_cgroup", At: monotonic()})
-			if cfg.WaitGo {
-				if _, err := sock.Write([]byte{'g'}); err != nil {
-					return stepError("sync", err), steps
+			j.mark("parent_cgroup")
+			if j.cfg.WaitGo {
+				if _, err := j.sock.Write([]byte{'g'}); err != nil {
+					return stepError("sync", err)
 				}
 			}
 		}

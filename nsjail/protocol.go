@@ -15,6 +15,12 @@ package nsjail
 //	"g" (v1 cgroups: the init is in the
 //	run's cgroup now)                  ─────►  execve
 //	                                   ◄─────  EOF: execve succeeded
+//
+// A Pool's prepared jail (Deferred) stops after building the jail:
+//
+//	                                   ◄─────  {"prepared":true}
+//	callMessage JSON + [stdin, stdout,
+//	stderr]                            ─────►  mounts the overlay, then as above
 //	                                   ◄─────  or {"error":{stage,op,path,errno,message}}
 //
 // A config is decoded strictly (unknown fields are an error). EOF without
@@ -77,6 +83,18 @@ type childConfig struct {
 	// before execve; the parent sends it once the init is in the run's
 	// cgroup.
 	WaitGo bool `json:"wait_go"`
+	// Deferred: build the jail, say "prepared", then wait for a
+	// callMessage with the command (a Pool's prepared jail). The
+	// overlay is mounted only then.
+	Deferred bool `json:"deferred"`
+}
+
+// callMessage gives a deferred init its command, with its stdin, stdout
+// and stderr attached as SCM_RIGHTS.
+type callMessage struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Cwd  string   `json:"cwd"`
 }
 
 type bind struct {
@@ -91,8 +109,9 @@ type symlink struct {
 
 // childMessage is what the init sends back.
 type childMessage struct {
-	Ready bool       `json:"ready,omitempty"`
-	Error *StepError `json:"error,omitempty"`
+	Ready    bool       `json:"ready,omitempty"`
+	Prepared bool       `json:"prepared,omitempty"`
+	Error    *StepError `json:"error,omitempty"`
 	// Steps are CLOCK_MONOTONIC times (ns) at which the init finished
 	// its steps, for the receipt's phase breakdown.
 	Steps []initStep `json:"steps,omitempty"`
@@ -165,7 +184,7 @@ func decodeConfig(b []byte) (*childConfig, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("decode config: %w", err)
 	}
-	if len(c.Argv) == 0 {
+	if len(c.Argv) == 0 && !c.Deferred {
 		return nil, errors.New("decode config: empty argv")
 	}
 	return &c, nil

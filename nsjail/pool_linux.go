@@ -1,0 +1,415 @@
+package nsjail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/policies"
+)
+
+// Pool keeps jails for one workspace and policy prepared ahead of time:
+// namespaces, filesystem view, cgroup (already joined), waiting for a
+// command. A call then costs little more than handing the command over,
+// yet each call is still a fresh jail with its own overlay upper dir and
+// cgroup, and nothing of one call is visible to the next. Teardown of a
+// finished call happens in the background; Close waits for it.
+type Pool struct {
+	tmpl    Options
+	ids     idPlan
+	filters [][]byte
+	ready   chan *warmJail
+	ctx     context.Context
+	cancel  context.CancelFunc
+	bg      sync.WaitGroup
+	mu      sync.Mutex
+	lastErr error
+}
+
+// warmJail is one prepared jail.
+type warmJail struct {
+	r  *Receipt
+	rd runDir
+	cg *cgroup.Cgroup
+	j  *jail
+	t0 time.Time
+}
+
+// NewPool prepares size jails (default 2) for the options in o, whose
+// Command, Cwd, Timeout, stdio and output capture are ignored: they are
+// given per call to Exec.
+func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
+	if size <= 0 {
+		size = 2
+	}
+	o.Command = []string{"-"}
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	var ws unix.Stat_t
+	if err := unix.Stat(o.Workspace, &ws); err != nil {
+		return nil, invalidf("workspace %s: %v", o.Workspace, err)
+	}
+	ids, err := planIDs(ws.Uid, ws.Gid)
+	if err != nil {
+		return nil, err
+	}
+	filters, err := compileFilters(o.Policy)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{tmpl: o, ids: ids, filters: filters, ready: make(chan *warmJail, size)}
+	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	// The first jail is prepared now, so that a pool that cannot work
+	// says so at once.
+	w, err := p.prepare()
+	if err != nil {
+		p.cancel()
+		return nil, err
+	}
+	p.ready <- w
+	for i := 0; i < size; i++ {
+		p.bg.Add(1)
+		go p.fill()
+	}
+	return p, nil
+}
+
+// fill keeps preparing jails while the pool is open.
+func (p *Pool) fill() {
+	defer p.bg.Done()
+	for p.ctx.Err() == nil {
+		w, err := p.prepare()
+		if err != nil {
+			p.mu.Lock()
+			p.lastErr = err
+			p.mu.Unlock()
+			select {
+			case <-p.ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case p.ready <- w:
+		case <-p.ctx.Done():
+			p.discard(w)
+		}
+	}
+}
+
+// prepare builds one jail up to the point where it waits for a command.
+func (p *Pool) prepare() (*warmJail, error) {
+	o := p.tmpl
+	w := &warmJail{t0: time.Now(), r: &Receipt{
+		ID: newRunID(), Workspace: o.Workspace, Cgroup: "none", Changes: emptyChanges(), Policy: policyRef(o.Policy),
+	}}
+	var ws unix.Stat_t
+	if err := unix.Stat(o.Workspace, &ws); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &ws); err != nil {
+		return nil, errors.Join(err, w.rd.remove())
+	}
+	if w.cg, err = w.r.newCgroup(&o, o.Logger); err != nil {
+		return nil, errors.Join(err, w.rd.remove())
+	}
+	view := hostView()
+	cfg := &childConfig{
+		Cwd: o.Workspace, Hostname: "neonbox", RunDir: w.rd.path, Workspace: o.Workspace,
+		WorkspaceFD: p.ids.rootful, ReadOnly: view.readOnly, Symlinks: view.symlinks, Masked: view.masked,
+		UID: p.ids.jailUID, GID: p.ids.jailGID, SetGroups: p.ids.setGroup, Seccomp: p.filters,
+		ReadOnlyWorkspace: !o.Policy.Has(policies.FSWrite), Network: o.Policy.Has(policies.Network),
+		Binds: policyBinds(o.Policy), Deferred: true,
+	}
+	w.j, err = startJail(nil, nil, nil, cfg, p.ids, w.cg)
+	if err == nil {
+		if se := w.j.res.setupErr; se != nil {
+			err = se
+		} else if se := w.j.readUntilExec(true); se != nil {
+			err = se
+		}
+	}
+	if err != nil {
+		if w.j != nil {
+			w.j.kill()
+		}
+		return nil, errors.Join(err, w.teardown())
+	}
+	return w, nil
+}
+
+func (w *warmJail) teardown() error {
+	var errs []error
+	if w.cg != nil {
+		errs = append(errs, w.cg.Kill(), w.cg.Delete())
+	}
+	return errors.Join(append(errs, w.rd.remove())...)
+}
+
+func (p *Pool) discard(w *warmJail) {
+	w.j.kill()
+	_ = w.teardown()
+}
+
+// Exec runs one command in a prepared jail. From o it takes Command,
+// Cwd, Timeout, Env, HostEnv, Stdin, Stdout, Stderr, CaptureOutput,
+// OutputLimit and Commit; the rest is the pool's.
+func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		return nil, invalidf("no command to run")
+	}
+	t0 := time.Now()
+	var w *warmJail
+	select {
+	case w = <-p.ready:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-p.ctx.Done():
+		return nil, errors.New("pool closed")
+	}
+	call := p.tmpl
+	call.Command, call.Timeout, call.Env, call.HostEnv = o.Command, o.Timeout, o.Env, o.HostEnv
+	call.Stdin, call.Stdout, call.Stderr, call.CaptureOutput, call.OutputLimit = o.Stdin, o.Stdout, o.Stderr, o.CaptureOutput, o.OutputLimit
+	if o.Commit != "" {
+		call.Commit = o.Commit
+	}
+	if call.HostEnv == nil {
+		call.HostEnv = os.Environ()
+	}
+	if call.OutputLimit <= 0 {
+		call.OutputLimit = DefaultOutputLimit
+	}
+	call.Cwd = call.Workspace
+	if o.Cwd != "" && within(o.Cwd, call.Workspace) {
+		call.Cwd = o.Cwd
+	}
+	r := w.r
+	r.Command = call.Command
+	r.Limits.TimeoutMS = call.Timeout.Milliseconds()
+	call.Env.Policy = call.Policy.Env
+	env, scrubbed, err := BuildEnv(call.HostEnv, call.Env, jailHome)
+	if err != nil {
+		p.returnUnused(w)
+		return nil, invalidf("%v", err)
+	}
+	r.ScrubbedEnv = scrubbed
+	if r.ScrubbedEnv == nil {
+		r.ScrubbedEnv = []string{}
+	}
+	defer func() {
+		// Teardown after the result is known, in the background.
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			if err := w.teardown(); err != nil {
+				p.mu.Lock()
+				p.lastErr = err
+				p.mu.Unlock()
+			}
+		}()
+	}()
+
+	lock, err := lockWorkspace(ctx, call.StateDir, call.Workspace, call.LockTimeout, !call.Policy.Has(policies.FSWrite))
+	if err != nil {
+		w.j.kill()
+		r.sandboxError(stepError("lock", err))
+		return r, nil
+	}
+	defer lock.release()
+	notes, err := recoverWorkspace(call.StateDir, call.Workspace)
+	r.Warnings = append(r.Warnings, notes...)
+	if err != nil {
+		w.j.kill()
+		r.sandboxError(stepError("recover", err))
+		return r, nil
+	}
+
+	streams, err := newCallStdio(&call)
+	if err != nil {
+		w.j.kill()
+		r.sandboxError(stepError("stdio", err))
+		return r, nil
+	}
+	runCtx := ctx
+	if call.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, call.Timeout, errTimeout)
+		defer cancel()
+	}
+	tSpawn := time.Now()
+	r.Phases.PrepareMS = ms(tSpawn.Sub(t0))
+	if err := w.j.sendCall(callMessage{Argv: call.Command, Env: env, Cwd: call.Cwd}, streams.child); err != nil {
+		w.j.res.setupErr = stepError("call", err)
+	}
+	streams.closeChildEnds()
+	res := w.j.await(runCtx)
+	streams.wait()
+	if streams.stdout != nil {
+		r.Stdout, r.StdoutTruncated = streams.stdout.result()
+		r.Stderr, r.StderrTruncated = streams.stderr.result()
+	}
+	r.classify(res)
+	if !res.execStart.IsZero() {
+		r.SetupMS = ms(res.execStart.Sub(t0))
+		r.Phases.SpawnMS = ms(res.execStart.Sub(tSpawn))
+		r.Phases.RunMS = ms(res.exitTime.Sub(res.execStart))
+		// The call's steps, in ms after the command was sent.
+		r.Phases.Spawn = map[string]float64{}
+		var sent int64
+		for _, st := range res.steps {
+			if st.Name == "call_sent" {
+				sent = st.At
+			}
+			if sent != 0 {
+				r.Phases.Spawn[st.Name] = ms(time.Duration(st.At - sent))
+			}
+		}
+	}
+	if w.cg != nil {
+		r.readCgroup(w.cg)
+	}
+	r.finishWorkspace(&call, w.rd, p.ids, call.Logger)
+	r.Phases.FinishMS = ms(time.Since(res.exitTime))
+	r.TotalMS = ms(time.Since(t0))
+	return r, nil
+}
+
+// returnUnused gives back a jail that was taken but not used.
+func (p *Pool) returnUnused(w *warmJail) {
+	select {
+	case p.ready <- w:
+	default:
+		p.discard(w)
+	}
+}
+
+// Err reports the last error preparing or tearing down jails, if any.
+func (p *Pool) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+// Close stops preparing jails, ends the prepared ones and waits for
+// every teardown.
+func (p *Pool) Close() error {
+	p.cancel()
+	p.bg.Wait() // fillers stop (discarding what they held), teardowns end
+	for {
+		select {
+		case w := <-p.ready:
+			p.discard(w)
+		default:
+			return nil
+		}
+	}
+}
+
+// sendCall hands a prepared jail its command and stdio.
+func (j *jail) sendCall(call callMessage, fds [3]*os.File) error {
+	msg, err := json.Marshal(call)
+	if err != nil {
+		return err
+	}
+	rights := unix.UnixRights(int(fds[0].Fd()), int(fds[1].Fd()), int(fds[2].Fd()))
+	j.mark("call_sent")
+	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
+		return os.NewSyscallError("sendmsg", err)
+	}
+	return nil
+}
+
+// callStdio connects a call's streams to the jail: files are passed as
+// they are, anything else through a pipe copied by a goroutine.
+type callStdio struct {
+	child          [3]*os.File
+	owned          []*os.File // child ends we opened and close after sending
+	copies         sync.WaitGroup
+	stdout, stderr *boundedBuffer
+}
+
+func newCallStdio(o *Options) (*callStdio, error) {
+	s := &callStdio{}
+	if o.CaptureOutput {
+		s.stdout, s.stderr = &boundedBuffer{limit: o.OutputLimit}, &boundedBuffer{limit: o.OutputLimit}
+		o.Stdout, o.Stderr = s.stdout, s.stderr
+	}
+	in, err := s.input(o.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	s.child[0] = in
+	for i, w := range []io.Writer{o.Stdout, o.Stderr} {
+		if i == 1 && o.Stderr == o.Stdout {
+			// One writer for both, as os/exec does: one pipe, so that
+			// the two streams are not copied into it concurrently.
+			s.child[2] = s.child[1]
+			break
+		}
+		f, err := s.output(w)
+		if err != nil {
+			s.closeChildEnds()
+			return nil, err
+		}
+		s.child[i+1] = f
+	}
+	return s, nil
+}
+
+func (s *callStdio) input(r io.Reader) (*os.File, error) {
+	if f, ok := r.(*os.File); ok && f != nil {
+		return f, nil
+	}
+	if r == nil {
+		f, err := os.Open(os.DevNull)
+		s.owned = append(s.owned, f)
+		return f, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.owned = append(s.owned, pr)
+	go func() { _, _ = io.Copy(pw, r); pw.Close() }()
+	return pr, nil
+}
+
+func (s *callStdio) output(w io.Writer) (*os.File, error) {
+	if f, ok := w.(*os.File); ok && f != nil {
+		return f, nil
+	}
+	if w == nil {
+		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		s.owned = append(s.owned, f)
+		return f, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.owned = append(s.owned, pw)
+	s.copies.Add(1)
+	go func() { defer s.copies.Done(); _, _ = io.Copy(w, pr); pr.Close() }()
+	return pw, nil
+}
+
+func (s *callStdio) closeChildEnds() {
+	for _, f := range s.owned {
+		if f != nil {
+			f.Close()
+		}
+	}
+	s.owned = nil
+}
+
+// wait waits until the jail's output has been read to the end.
+func (s *callStdio) wait() { s.copies.Wait() }

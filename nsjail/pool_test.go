@@ -1,0 +1,63 @@
+package nsjail_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/neonbox/neonbox-ns/nsjail"
+)
+
+func newPool(t *testing.T, e jailEnv) *nsjail.Pool {
+	t.Helper()
+	p, err := nsjail.NewPool(context.Background(), nsjail.Options{Workspace: e.ws, StateDir: e.state, HostEnv: []string{"PATH=/usr/bin:/bin"}}, 2)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, p.Close())
+		e.requireClean(t)
+	})
+	return p
+}
+
+func TestPoolRunsFreshJails(t *testing.T) {
+	e := newJailEnv(t)
+	makeFixture(t, e.ws)
+	p := newPool(t, e)
+	exec := func(argv ...string) (*nsjail.Receipt, string) {
+		var out bytes.Buffer
+		r, err := p.Exec(context.Background(), nsjail.Options{Command: argv, Stdout: &out, Stderr: &out})
+		require.NoError(t, err)
+		return r, out.String()
+	}
+	// Each call: its own pid namespace, /tmp, hostname, and a commit.
+	r1, out1 := exec("sh", "-c", "echo $$; echo secret > /tmp/leak; echo one > one.txt; cat f.txt")
+	require.Equal(t, nsjail.StatusSuccess, r1.Status, "%v %s", r1.Error, out1)
+	assert.Equal(t, "1\nhello\n", out1)
+	assert.True(t, r1.Committed)
+	r2, out2 := exec("sh", "-c", "ls /tmp/leak 2>/dev/null; echo $$; cat one.txt; hostname; id -u")
+	require.Equal(t, nsjail.StatusSuccess, r2.Status, "%v %s", r2.Error, out2)
+	assert.Equal(t, "1\none\nneonbox\n0\n", out2, "nothing of the first call but its commit")
+	assert.NotEqual(t, r1.ID, r2.ID)
+
+	// Failure rolls back; capture works; the filter is in force.
+	r3, _ := exec("sh", "-c", "echo junk > one.txt; exit 4")
+	assert.Equal(t, nsjail.StatusExecutionError, r3.Status)
+	assert.Equal(t, 4, r3.ExitCode)
+	b, err := os.ReadFile(filepath.Join(e.ws, "one.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "one\n", string(b))
+	r4, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"grep", "Seccomp:", "/proc/self/status"}, CaptureOutput: true})
+	require.NoError(t, err)
+	require.Equal(t, nsjail.StatusSuccess, r4.Status, r4.Error)
+	assert.Equal(t, "Seccomp:\t2", strings.TrimSpace(*r4.Stdout))
+	for i := 0; i < 20; i++ {
+		r, out := exec("true")
+		require.Equal(t, nsjail.StatusSuccess, r.Status, "call %d: %v %s", i, r.Error, out)
+	}
+}
