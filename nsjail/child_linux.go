@@ -79,7 +79,7 @@ func runChild() *StepError {
 		}
 	}
 	if cfg.Deferred {
-		if se := awaitCall(cfg); se != nil {
+		if se := awaitCall(cfg, mark); se != nil {
 			return se
 		}
 	}
@@ -118,7 +118,7 @@ func runChild() *StepError {
 
 // awaitCall says the jail is prepared, waits for the command, takes its
 // stdio and mounts the workspace overlay.
-func awaitCall(cfg *childConfig) *StepError {
+func awaitCall(cfg *childConfig, mark func(string)) *StepError {
 	msg, _ := json.Marshal(childMessage{Prepared: true})
 	if _, err := unix.Write(syncFD, msg); err != nil {
 		return stepError("sync", os.NewSyscallError("write", err))
@@ -138,8 +138,9 @@ func awaitCall(cfg *childConfig) *StepError {
 		unix.Close(fd)
 	}
 	cfg.Argv, cfg.Env, cfg.Cwd = call.Argv, call.Env, call.Cwd
+	mark("call")
 	if !cfg.ReadOnlyWorkspace {
-		if err := mountDeferredWorkspace(cfg); err != nil {
+		if err := mountDeferredWorkspace(cfg, mark); err != nil {
 			return stepError("workspace", err)
 		}
 	}

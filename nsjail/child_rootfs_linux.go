@@ -213,7 +213,7 @@ func stageLayers(cfg *childConfig, root string, lowerFD int) error {
 
 // mountDeferredWorkspace mounts the overlay from the staged layers, after
 // the pivot, and takes the layers out of the jail's sight.
-func mountDeferredWorkspace(cfg *childConfig) error {
+func mountDeferredWorkspace(cfg *childConfig, mark func(string)) error {
 	data, err := overlay.MountData(layersDir+"/lower", layersDir+"/upper", layersDir+"/work")
 	if err != nil {
 		return err
@@ -221,9 +221,11 @@ func mountDeferredWorkspace(cfg *childConfig) error {
 	if err := linux.Mount("overlay", cfg.Workspace, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
 		return err
 	}
+	mark("overlay")
 	if err := linux.Unmount(layersDir, unix.MNT_DETACH); err != nil {
 		return err
 	}
+	mark("layers_hidden")
 	// The empty mount point stays in the read-only root: cover it.
 	return linux.Mount("tmpfs", layersDir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
 }
