@@ -154,3 +154,47 @@ func processInCgroup(name string) bool {
 	}
 	return false
 }
+
+// kill -9 of neonbox-ns undo at random moments: after recovery the
+// workspace is exactly as after the commit (the undo had not started) or
+// exactly as before it (recovery finished the undo), never a mix.
+func TestKillDuringUndo(t *testing.T) {
+	e := newEnv(t)
+	makeBigWorkspace(t, e.ws)
+	before := testutil.Snapshot(t, e.ws)
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	outcomes := map[string]int{}
+	for round := 0; round < 5; round++ {
+		r := e.exec(t, "", nil, "/usr/bin/python3", "-c", bigChange)
+		require.Equal(t, 0, r.code, r.stderr)
+		after := testutil.Snapshot(t, e.ws)
+
+		cmd := exec.Command(binary, "undo", "--workspace", e.ws, "--state-dir", e.state)
+		require.NoError(t, cmd.Start())
+		// Wait for the undo to begin (its scratch dir appears), then
+		// kill after a random part of the time it takes.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+			if m, _ := filepath.Glob(filepath.Join(e.state, "txn", "*", "*.undo")); len(m) > 0 {
+				break
+			}
+		}
+		time.Sleep(time.Duration(rng.Intn(40000)) * time.Microsecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+
+		rec := neonbox(t, e.ws, "", "recover", "--workspace", e.ws, "--state-dir", e.state)
+		require.Equal(t, 0, rec.code, rec.stderr)
+		switch got := testutil.Snapshot(t, e.ws); {
+		case mapsEqual(got, before):
+			outcomes["undone"]++
+		case mapsEqual(got, after):
+			outcomes["not undone"]++
+			u := neonbox(t, e.ws, "", "undo", "--workspace", e.ws, "--state-dir", e.state)
+			require.Equal(t, 0, u.code, u.stderr)
+			require.Equal(t, before, testutil.Snapshot(t, e.ws))
+		default:
+			t.Fatalf("round %d: the workspace is neither as before nor as after the undo", round)
+		}
+	}
+	t.Logf("outcomes over 5 kills: %v", outcomes)
+}
