@@ -21,9 +21,12 @@ import (
 
 // Check is one line of neonbox-ns doctor.
 type Check struct {
+	// Name is what is checked, OK whether it passed.
 	Name string `json:"name"`
 	OK   bool   `json:"ok"`
 	// Required: the default policy cannot run without it.
+	// Detail is what was found, Remedy what to do when the check
+	// failed.
 	Required bool   `json:"required"`
 	Detail   string `json:"detail"`
 	Remedy   string `json:"remedy,omitempty"`

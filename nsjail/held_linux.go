@@ -28,6 +28,13 @@ import (
 
 // HeldRun describes a run kept with --hold.
 type HeldRun struct {
+	// ID, Workspace, Command, Status and ExitCode are the run's, as in
+	// its Receipt. Created is when it was held. Rootful says it ran as
+	// root, with the jail's ids mapped to unused host ids. Policy is
+	// the policy in effect and Protect the run's Options.Protect. Plan
+	// is the commit as planned when the run ended, and Base what the
+	// workspace held then at the paths Plan changes: CommitHeld
+	// compares it with the workspace to find conflicts.
 	ID        string                   `json:"id"`
 	Workspace string                   `json:"workspace"`
 	Command   []string                 `json:"command"`
@@ -226,12 +233,16 @@ func binary(p string) bool {
 
 // CommitResult says what committing a held run did.
 type CommitResult struct {
+	// ID is the held run's. Changes lists what was applied, CommitMS
+	// how long it took. ProtectedPathsTouched lists the protected paths
+	// the run changed; when set, nothing was applied (ErrProtected).
 	ID                    string          `json:"id"`
 	Changes               overlay.Changes `json:"changes"`
 	CommitMS              float64         `json:"commit_ms"`
 	ProtectedPathsTouched []string        `json:"protected_paths_touched,omitempty"`
 	// Conflicts lists the paths changed in the workspace since the run
 	// ended; when set, nothing was applied.
+	// Warnings are problems that did not stop the commit.
 	Conflicts []string `json:"conflicts,omitempty"`
 	Warnings  []string `json:"warnings,omitempty"`
 }

@@ -110,9 +110,12 @@ func pruneHistory(stateDir, workspace string, keep int) error {
 	return errors.Join(errs...)
 }
 
-// Housekeeping options for the commands that work on a workspace's
-// history rather than running anything.
+// WorkspaceOptions are the options of the calls that work on a
+// workspace's history rather than running anything (Undo, Recover).
 type WorkspaceOptions struct {
+	// Workspace is the workspace ("" means the working directory),
+	// StateDir its state dir ("" means DefaultStateDir()), LockTimeout
+	// as in Options.
 	Workspace   string
 	StateDir    string
 	LockTimeout time.Duration
@@ -162,6 +165,9 @@ var ErrNothingToUndo = errors.New("nothing to undo")
 
 // UndoResult says which run Undo reverted.
 type UndoResult struct {
+	// RunID is the run whose commit was reverted, Committed when it was
+	// committed (RFC 3339), Notes what was recovered or cleaned up
+	// first.
 	RunID     string   `json:"run_id"`
 	Committed string   `json:"committed_at"`
 	Notes     []string `json:"notes,omitempty"`

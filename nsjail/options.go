@@ -17,7 +17,11 @@ import (
 // CommitMode says when a run's changes reach the workspace.
 type CommitMode string
 
-// Commit modes.
+// Commit modes. CommitOnSuccess, the default, commits a run that ends
+// in StatusSuccess and rolls back any other. CommitAlways commits
+// whatever CMD's exit status, unless the run ended in SANDBOX_ERROR or
+// SECURITY_VIOLATION. CommitNever always rolls back; the receipt still
+// lists the changes.
 const (
 	CommitOnSuccess CommitMode = "on-success"
 	CommitAlways    CommitMode = "always"
@@ -55,7 +59,8 @@ type Options struct {
 	// LockTimeout is how long to wait while another run holds the
 	// workspace; 0 means DefaultLockTimeout, negative means not at all.
 	LockTimeout time.Duration
-	// Env selects the jail's environment from HostEnv.
+	// Env selects the jail's environment from HostEnv, the host's
+	// environment (nil means os.Environ()).
 	Env     EnvSpec
 	HostEnv []string
 	// Cwd is the caller's working directory: inside the workspace, CMD
@@ -65,7 +70,8 @@ type Options struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// CaptureOutput records stdout and stderr in the receipt, at most
-	// OutputLimit bytes each, instead of passing them to Stdout/Stderr.
+	// OutputLimit bytes each (0 means DefaultOutputLimit), instead of
+	// passing them to Stdout/Stderr.
 	CaptureOutput bool
 	OutputLimit   int64
 	// Logger receives debug logs of the run's steps; nil discards them.

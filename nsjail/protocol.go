@@ -132,6 +132,10 @@ func monotonic() int64 {
 // StepError says which isolation step failed and why. It is what the
 // jail's init reports and what a SANDBOX_ERROR receipt carries.
 type StepError struct {
+	// Stage is the step ("rootfs", "workspace", "commit", ...), Op the
+	// operation or system call that failed in it, Path the path it
+	// failed on, Errno its errno (0 if none) and Message what went
+	// wrong.
 	Stage   string `json:"stage"`
 	Op      string `json:"op,omitempty"`
 	Path    string `json:"path,omitempty"`
@@ -139,6 +143,8 @@ type StepError struct {
 	Message string `json:"message"`
 }
 
+// Error formats e as "stage: op path: message", leaving out what is
+// empty.
 func (e *StepError) Error() string {
 	s := e.Stage
 	if e.Op != "" {

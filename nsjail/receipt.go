@@ -32,7 +32,12 @@ const (
 	StatusSandboxError Status = "SANDBOX_ERROR"
 )
 
-// Exit statuses of neonbox-ns exec that are not CMD's own.
+// Exit statuses of neonbox-ns exec that are not CMD's own:
+// ExitTimeout for StatusTimeout, ExitSandbox for StatusSandboxError,
+// ExitViolation for StatusSecurityViolation without a signal (a refused
+// commit), ExitCanceled for StatusCanceled, ExitMemory for
+// StatusMemoryExceeded, and ExitUsage for invalid options or arguments
+// (nothing was touched). See Receipt.ExitStatus.
 const (
 	ExitTimeout   = 124
 	ExitSandbox   = 125
@@ -44,6 +49,9 @@ const (
 
 // Limits echoes the limits applied to a run (as the kernel took them).
 type Limits struct {
+	// MemoryBytes is the memory limit, CPUs the CPU limit as a fraction
+	// of cores, Pids the most tasks the run may have at once, TimeoutMS
+	// the run's timeout; 0 means none.
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
@@ -80,6 +88,9 @@ type Phases struct {
 // PolicyRef names the policy a run had and the hash of its effective
 // content (after --allow, --deny and other flags).
 type PolicyRef struct {
+	// Name is the policy's name, Hash "sha256:" and the hex digest of
+	// its JSON, Capabilities what it grants (fs-write, subprocess,
+	// network).
 	Name         string   `json:"name"`
 	Hash         string   `json:"hash"`
 	Capabilities []string `json:"capabilities"`
@@ -88,6 +99,14 @@ type PolicyRef struct {
 // Receipt describes one run. Field names are a stable contract: fields may
 // be added, never renamed.
 type Receipt struct {
+	// ID names the run; a held run is committed or discarded by it.
+	// Status is its outcome. ExitCode is CMD's exit status (128+n if
+	// signal n killed it; 126 or 127 if it could not be executed or was
+	// not found) or, when the run did not end on its own (TIMEOUT,
+	// CANCELED, MEMORY_EXCEEDED, a refused commit, SANDBOX_ERROR), the
+	// Exit constant of its status. Signal names the signal that killed
+	// CMD ("SIGSEGV"), or is nil. Command and Workspace are what ran and
+	// where (the workspace absolute, with symlinks resolved).
 	ID        string   `json:"id"`
 	Status    Status   `json:"status"`
 	ExitCode  int      `json:"exit_code"`
@@ -95,6 +114,15 @@ type Receipt struct {
 	Command   []string `json:"command"`
 	Workspace string   `json:"workspace"`
 
+	// Times are in milliseconds. ExecutionTimeMS runs from CMD's execve
+	// to its exit. CPUTimeMS is the run's user and system CPU time (from
+	// its cgroup; without one, of CMD and the children it waited for).
+	// SetupMS runs from the call to CMD's execve; CommitMS and
+	// RollbackMS were spent applying or throwing away the changes;
+	// TotalMS is the whole call, and Phases splits it by step.
+	// PeakMemoryMB is the peak memory of the run's cgroup in MiB (0
+	// without a cgroup), PidsPeak the most tasks it held at once,
+	// OOMKills the OOM kills in it (any makes the run MEMORY_EXCEEDED).
 	ExecutionTimeMS float64 `json:"execution_time_ms"`
 	CPUTimeMS       float64 `json:"cpu_time_ms"`
 	SetupMS         float64 `json:"setup_ms"`
@@ -109,6 +137,12 @@ type Receipt struct {
 	// held back (cpu.stat nr_throttled).
 	CPUThrottled int64 `json:"cpu_throttled_periods,omitempty"`
 
+	// FilesystemModified says the run changed its view of the
+	// workspace. Committed says the changes were applied to the
+	// workspace (also when there was nothing to apply);
+	// RollbackPerformed that they were thrown away. Changes lists what
+	// the run added, modified and deleted, relative to the workspace,
+	// whatever became of it.
 	FilesystemModified bool `json:"filesystem_modified"`
 	Committed          bool `json:"committed"`
 	// Held says the changes were kept for neonbox-ns commit/discard ID.
@@ -116,6 +150,12 @@ type Receipt struct {
 	RollbackPerformed bool            `json:"rollback_performed"`
 	Changes           overlay.Changes `json:"changes"`
 
+	// Policy is the policy in effect. ScrubbedEnv names (never with
+	// values) the host variables left out of the jail's environment.
+	// Limits are the limits applied; Cgroup is "v2", "v1" or "none".
+	// Error says which step failed, for SANDBOX_ERROR, a refused commit
+	// or a command that could not be executed, and is nil otherwise.
+	// Warnings are problems that did not change the outcome.
 	Policy      PolicyRef  `json:"policy"`
 	ScrubbedEnv []string   `json:"scrubbed_env"`
 	Limits      Limits     `json:"limits"`
@@ -126,6 +166,9 @@ type Receipt struct {
 	// ProtectedPathsTouched lists changed paths the policy protects.
 	ProtectedPathsTouched []string `json:"protected_paths_touched,omitempty"`
 
+	// Stdout and Stderr are CMD's output, with Options.CaptureOutput
+	// only; StdoutTruncated and StderrTruncated say that output beyond
+	// Options.OutputLimit was dropped.
 	Stdout          *string `json:"stdout,omitempty"`
 	Stderr          *string `json:"stderr,omitempty"`
 	StdoutTruncated *bool   `json:"stdout_truncated,omitempty"`
