@@ -177,7 +177,10 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 		return nil, errors.New("pool closed")
 	}
 	call := p.tmpl
-	call.Command, call.Timeout, call.Env, call.HostEnv = o.Command, o.Timeout, o.Env, o.HostEnv
+	call.Command, call.Env, call.HostEnv = o.Command, o.Env, o.HostEnv
+	if o.Timeout > 0 {
+		call.Timeout = o.Timeout // else the policy's, from the template
+	}
 	call.Stdin, call.Stdout, call.Stderr, call.CaptureOutput, call.OutputLimit = o.Stdin, o.Stdout, o.Stderr, o.CaptureOutput, o.OutputLimit
 	if o.Commit != "" {
 		call.Commit = o.Commit
@@ -230,6 +233,18 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	if err != nil {
 		w.j.kill()
 		r.sandboxError(stepError("recover", err))
+		return r, nil
+	}
+	// The jail was prepared before earlier calls committed: its upper
+	// root must show the workspace root as it is now, or an empty call
+	// would "commit" the root's old mtime back.
+	var ws unix.Stat_t
+	if err := unix.Stat(call.Workspace, &ws); err == nil {
+		err = setUpperRoot(w.rd.upper(), call.Workspace, p.ids, &ws)
+	}
+	if err != nil {
+		w.j.kill()
+		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/neonbox/neonbox-ns/internal/testutil"
 	"github.com/neonbox/neonbox-ns/nsjail"
 )
 
@@ -60,4 +61,26 @@ func TestPoolRunsFreshJails(t *testing.T) {
 		r, out := exec("true")
 		require.Equal(t, nsjail.StatusSuccess, r.Status, "call %d: %v %s", i, r.Error, out)
 	}
+}
+
+// A jail prepared before an earlier call committed still sees the
+// workspace root as it is now: a call that changes nothing commits
+// nothing, and undo reverts the call that did.
+func TestPoolJailSeesEarlierCommits(t *testing.T) {
+	e := newJailEnv(t)
+	makeFixture(t, e.ws)
+	before := testutil.Snapshot(t, e.ws)
+	p := newPool(t, e)
+	r1, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"sh", "-c", "echo new > added.txt"}})
+	require.NoError(t, err)
+	require.True(t, r1.Committed)
+	r2, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"cat", "f.txt"}})
+	require.NoError(t, err)
+	require.Equal(t, nsjail.StatusSuccess, r2.Status, r2.Error)
+	assert.False(t, r2.FilesystemModified)
+	assert.Zero(t, r2.CommitMS, "nothing to commit")
+	res, err := nsjail.Undo(context.Background(), e.workspaceOptions())
+	require.NoError(t, err)
+	assert.Equal(t, r1.ID, res.RunID)
+	assert.Equal(t, before, testutil.Snapshot(t, e.ws))
 }

@@ -67,21 +67,34 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t) (
 	if err := os.Lchown(filepath.Join(d.path, "work"), uid, gid); err != nil {
 		return d, err
 	}
-	upper := d.upper()
-	uid, gid = ids.upperOwner(ws.Uid, ws.Gid)
+	return d, setUpperRoot(d.upper(), workspace, ids, ws)
+}
+
+// setUpperRoot gives the upper dir's root the workspace root's owner (as
+// the jail sees it), mode, user xattrs and times: overlay shows the upper
+// root's attributes for the merged root.
+func setUpperRoot(upper, workspace string, ids idPlan, ws *unix.Stat_t) error {
+	uid, gid := ids.upperOwner(ws.Uid, ws.Gid)
 	if err := os.Lchown(upper, uid, gid); err != nil {
-		return d, err
+		return err
 	}
 	if err := unix.Chmod(upper, ws.Mode&0o7777); err != nil {
-		return d, &fs.PathError{Op: "chmod", Path: upper, Err: err}
+		return &fs.PathError{Op: "chmod", Path: upper, Err: err}
+	}
+	for _, name := range listNames(upper) {
+		if strings.HasPrefix(name, "user.") {
+			if err := unix.Removexattr(upper, name); err != nil && !errors.Is(err, unix.ENODATA) {
+				return &fs.PathError{Op: "removexattr " + name, Path: upper, Err: err}
+			}
+		}
 	}
 	if err := copyRootXattrs(workspace, upper); err != nil {
-		return d, err
+		return err
 	}
 	if err := unix.UtimesNano(upper, []unix.Timespec{ws.Atim, ws.Mtim}); err != nil {
-		return d, &fs.PathError{Op: "utimes", Path: upper, Err: err}
+		return &fs.PathError{Op: "utimes", Path: upper, Err: err}
 	}
-	return d, nil
+	return nil
 }
 
 // copyRootXattrs gives the upper root the workspace root's user.*
