@@ -24,6 +24,7 @@ Usage:
   neonbox-ns undo [--workspace DIR]          revert the last committed run (repeat to go further back)
   neonbox-ns recover [--workspace DIR]       finish an interrupted commit (any exec does this too)
   neonbox-ns doctor [--json]                 check what this machine offers, with remedies
+  neonbox-ns mcp --workspace DIR [flags]     serve the sandbox to an agent over MCP on stdio (see mcp --help)
   neonbox-ns bench [-n N] [-j N] [--json]    compare neonbox-ns with plain exec, unshare and bwrap
   neonbox-ns policy list                     list the built-in policies
   neonbox-ns policy show NAME|FILE           print a policy
@@ -56,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return benchMain(args[1:], stdout, stderr)
 	case "doctor":
 		return doctorMain(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpMain(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
