@@ -7,7 +7,7 @@ set -euo pipefail
 GO_MIN=${NEONBOX_GO_MIN:-1.26}         # go.mod's go line
 GO_ROOT=${NEONBOX_GO_ROOT:-/usr/local/go}
 GO_BOOTSTRAP=1.26.8          # fetched when no Go >= GO_MIN is installed
-PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev python3 util-linux diffutils bubblewrap)
+PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev python3 util-linux diffutils bubblewrap git)
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "install-deps: run as root (apt-get and /usr/local need it)" >&2
