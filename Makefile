@@ -9,7 +9,7 @@ DEMO_WS ?= /tmp/neonbox-demo
 
 VM_BIN ?= bin/vm
 
-.PHONY: all deps build demo test test-vm bench lint fuzz clean
+.PHONY: all deps build demo test test-vm bench soak lint fuzz clean
 
 all: build
 
@@ -59,6 +59,10 @@ test-vm: deps
 bench: deps build
 	$(BIN) bench -n 300 -j 2
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./cgroup ./nsjail ./overlay ./seccomp
+
+# 10,000 mixed runs two at a time, then pool calls; checks nothing leaks.
+soak: deps
+	NEONBOX_SOAK=10000 $(GO) test -count=1 -timeout 60m -run TestSoak -v ./nsjail
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSize -fuzztime 30s ./internal/units/
