@@ -94,6 +94,11 @@ type Options struct {
 	// Hold keeps the run's changes instead of committing or discarding
 	// them, for CommitHeld or DiscardHeld later.
 	Hold bool
+	// DiskBytes, when set, caps what the run may write: its changes go
+	// to a tmpfs of that size, and filling it ends the run
+	// DISK_EXCEEDED and rolled back (root only; Linux 6.6 or newer, for
+	// user xattrs on tmpfs). Such a commit copies and is not undoable.
+	DiskBytes int64
 }
 
 // effectiveLimits merges the policy's limits with o.Limits.
@@ -175,8 +180,16 @@ func (o *Options) normalize() error {
 	if o.Timeout == 0 && o.Policy.Timeout != "" {
 		o.Timeout, _ = time.ParseDuration(o.Policy.Timeout)
 	}
-	if o.Limits.MemoryBytes < 0 || o.Limits.Pids < 0 || o.Limits.CPUs < 0 {
+	if o.Limits.MemoryBytes < 0 || o.Limits.Pids < 0 || o.Limits.CPUs < 0 || o.DiskBytes < 0 {
 		return invalidf("negative limit")
+	}
+	if o.DiskBytes > 0 {
+		if os.Geteuid() != 0 {
+			return invalidf("--disk needs root (the run's changes go to a tmpfs neonbox-ns mounts)")
+		}
+		if ma, mi, rel := kernelVersion(); ma < 6 || ma == 6 && mi < 6 {
+			return invalidf("--disk needs Linux 6.6 or newer (user xattrs on tmpfs, for overlayfs); this is %s", rel)
+		}
 	}
 	for _, g := range o.Protect {
 		if !policies.ValidGlob(g) {

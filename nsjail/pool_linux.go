@@ -116,7 +116,7 @@ func (p *Pool) prepare() (*warmJail, error) {
 		return nil, err
 	}
 	var err error
-	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &ws); err != nil {
+	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &ws, o.DiskBytes); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
 	if w.cg, err = w.r.newCgroup(&o, o.Logger); err != nil {

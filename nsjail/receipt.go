@@ -27,6 +27,9 @@ const (
 	// StatusSecurityViolation: the run did something the sandbox refuses
 	// to carry out or let pass.
 	StatusSecurityViolation Status = "SECURITY_VIOLATION"
+	// StatusDiskExceeded: the run filled its --disk limit; its changes
+	// are rolled back.
+	StatusDiskExceeded Status = "DISK_EXCEEDED"
 	// StatusSandboxError: an isolation step failed; CMD did not run or
 	// its result could not be committed.
 	StatusSandboxError Status = "SANDBOX_ERROR"
@@ -44,6 +47,7 @@ const (
 	ExitViolation = 123
 	ExitCanceled  = 130
 	ExitMemory    = 137
+	ExitDisk      = 122
 	ExitUsage     = 2
 )
 
@@ -53,6 +57,7 @@ type Limits struct {
 	// of cores, Pids the most tasks the run may have at once, TimeoutMS
 	// the run's timeout; 0 means none.
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	DiskBytes   int64   `json:"disk_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
 	TimeoutMS   int64   `json:"timeout_ms,omitempty"`
@@ -184,6 +189,8 @@ func (r *Receipt) ExitStatus() int {
 		return ExitSandbox
 	case StatusMemoryExceeded:
 		return ExitMemory
+	case StatusDiskExceeded:
+		return ExitDisk
 	case StatusCanceled:
 		return ExitCanceled
 	case StatusSecurityViolation:

@@ -79,7 +79,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
 
 	var tFinished time.Time
-	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws)
+	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws, o.DiskBytes)
 	defer func() {
 		if err := rd.remove(); err != nil {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
@@ -175,6 +175,13 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	if cg != nil {
 		r.readCgroup(cg)
 	}
+	if o.DiskBytes > 0 {
+		r.Limits.DiskBytes = o.DiskBytes
+		if rd.full() && r.Status != StatusSandboxError {
+			r.Status, r.ExitCode = StatusDiskExceeded, ExitDisk
+			r.Error = &StepError{Stage: "disk", Message: fmt.Sprintf("the run filled its --disk limit of %d bytes", o.DiskBytes)}
+		}
+	}
 	log.Debug("jail ended", "status", r.Status, "exit", r.ExitCode)
 	r.finishWorkspace(&o, rd, ids, log)
 	tFinished = time.Now()
@@ -247,7 +254,7 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 	wantCommit := false
 	switch o.Commit {
 	case CommitAlways:
-		wantCommit = r.Status != StatusSandboxError && r.Status != StatusSecurityViolation
+		wantCommit = r.Status != StatusSandboxError && r.Status != StatusSecurityViolation && r.Status != StatusDiskExceeded
 	case CommitOnSuccess:
 		wantCommit = r.Status == StatusSuccess
 	}

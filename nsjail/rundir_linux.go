@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ func newRunID() string {
 // createRunDir makes the run's directories. ws is the workspace root's
 // stat: the upper dir's root copies its mode and times, because overlay
 // shows the upper root's attributes for the merged root.
-func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t) (runDir, error) {
+func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, disk int64) (runDir, error) {
 	runs := filepath.Join(stateDir, "runs")
 	if err := os.MkdirAll(runs, 0o711); err != nil {
 		return runDir{}, err
@@ -54,6 +55,14 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t) (
 	}
 	if err := os.Chmod(d.path, 0o711); err != nil {
 		return d, err
+	}
+	if disk > 0 {
+		// The run's changes live on a filesystem of their own, as big
+		// as --disk: filling it fails the run, never the host's disk.
+		opts := fmt.Sprintf("size=%d,mode=0711", disk)
+		if err := linux.Mount("tmpfs", d.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return d, err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(d.path, "owner"), []byte(processIdentity(os.Getpid())), 0o600); err != nil {
 		return d, err
@@ -203,12 +212,32 @@ func (d runDir) remove() error {
 	if d.path == "" {
 		return nil
 	}
+	// A --disk run dir is a tmpfs of its own: unmount it first (its
+	// contents go with it). Anything else mounted below is refused.
+	if isMountPoint(d.path) {
+		if err := linux.Unmount(d.path, 0); err != nil {
+			return err
+		}
+	}
 	if m, err := mountsBelow(d.path); err != nil {
 		return err
 	} else if len(m) > 0 {
 		return fmt.Errorf("remove %s: still mounted: %s", d.path, strings.Join(m, ", "))
 	}
 	return removeTree(d.path)
+}
+
+// isMountPoint reports whether p is a mount point in this namespace.
+func isMountPoint(p string) bool {
+	m, err := mountsBelow(p)
+	return err == nil && slices.Contains(m, p)
+}
+
+// full reports whether the run dir's filesystem (a --disk tmpfs) has no
+// room left.
+func (d runDir) full() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(d.path, &st) == nil && st.Bavail == 0
 }
 
 // removeTree is os.RemoveAll that also clears directories it may not

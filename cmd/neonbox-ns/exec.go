@@ -139,6 +139,7 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 	memory := fs.String("memory", "", "memory limit: bytes or a size with K, M, G (binary)")
 	cpus := fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	pids := fs.Int64("pids", 0, "limit on processes and threads")
+	disk := fs.String("disk", "", "cap what the run may write (its changes go to a tmpfs of this size; root, Linux 6.6+)")
 	fs.BoolVar(&o.AllowUnlimited, "allow-unlimited", false, "run even if the limits cannot be enforced here (the receipt says so)")
 	fs.IntVar(&o.KeepHistory, "keep-history", nsjail.DefaultKeepHistory, "how many committed runs stay undoable (neonbox-ns undo)")
 	fs.BoolVar(&o.Hold, "hold", false, "keep the changes for review instead of committing or discarding them (neonbox-ns diff/commit/discard ID)")
@@ -230,6 +231,12 @@ func parseExec(args []string, out io.Writer) (o nsjail.Options, asJSON bool, rec
 		return
 	}
 	o.Limits.CPUs, o.Limits.Pids = *cpus, *pids
+	if *disk != "" {
+		if o.DiskBytes, err = units.ParseSize(*disk); err != nil || o.DiskBytes == 0 {
+			err = fmt.Errorf("--disk %q: want a positive size like 1G", *disk)
+			return
+		}
+	}
 	o.Workspace, o.StateDir = *workspace, *stateDir
 	o.Env = nsjail.EnvSpec{Set: env, Keep: keepEnv, AllowSecret: allowSecret}
 	return

@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/testutil"
+)
+
+func requireKernel66(t *testing.T) {
+	var u unix.Utsname
+	require.NoError(t, unix.Uname(&u))
+	var ma, mi int
+	_, _ = fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	if ma < 6 || ma == 6 && mi < 6 {
+		testutil.Skip(t, "--disk needs Linux 6.6 (user xattrs on tmpfs)")
+	}
+}
+
+// --disk: filling the limit fails the run (DISK_EXCEEDED) and rolls it
+// back; the host's disk never sees the writes; a run within the limit is
+// committed; nothing stays mounted.
+func TestDiskLimit(t *testing.T) {
+	e := newEnv(t)
+	requireKernel66(t)
+	require.NoError(t, os.WriteFile(filepath.Join(e.ws, "keep"), []byte("keep\n"), 0o644))
+	r := e.exec(t, "", []string{"--disk", "1M", "--json"}, "sh", "-c", "echo x > small; head -c 5000000 /dev/zero > big; exit 0")
+	assert.Equal(t, 122, r.code, r.stderr)
+	rec := decodeReceipt(t, r.stdout)
+	assert.Equal(t, "DISK_EXCEEDED", rec["status"])
+	assert.Equal(t, true, rec["rollback_performed"])
+	assert.Equal(t, float64(1<<20), rec["limits"].(map[string]any)["disk_bytes"])
+	for _, name := range []string{"small", "big"} {
+		_, err := os.Stat(filepath.Join(e.ws, name))
+		assert.True(t, os.IsNotExist(err), name)
+	}
+
+	r = e.exec(t, "", []string{"--disk", "1M"}, "sh", "-c", "echo fits > small; rm keep")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "not transactional", "the copy is said")
+	b, err := os.ReadFile(filepath.Join(e.ws, "small"))
+	require.NoError(t, err)
+	assert.Equal(t, "fits\n", string(b))
+	_, err = os.Stat(filepath.Join(e.ws, "keep"))
+	assert.True(t, os.IsNotExist(err))
+
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	assert.NotContains(t, string(mi), e.state, "no run's tmpfs stays mounted")
+	runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+	assert.Empty(t, runs)
+}
