@@ -95,9 +95,11 @@ type StepHook func(i int, phase string) error
 // ErrCrash, returned by a StepHook, simulates the process dying.
 var ErrCrash = errors.New("simulated crash")
 
-// rollbackHook, set by tests, runs before each undo step of a rollback;
-// an error stops it there, as a crash would.
-var rollbackHook func(i int) error
+// rollbackHook, set by tests, runs before each undo step of a rollback
+// (phase "before") and, for a place step, between taking the new entry
+// back and restoring the old one ("taken back"); an error stops it there,
+// as a crash would.
+var rollbackHook func(i int, phase string) error
 
 // Commit applies plan as a transaction recorded in txnDir (which must not
 // exist). On success the journal says "committed" and txnDir keeps what
@@ -299,7 +301,7 @@ func (t *txn) forward(i int, s *JournalOp, hook StepHook) error {
 func (t *txn) rollback(j *Journal) error {
 	for i := len(j.Steps) - 1; i >= 0; i-- {
 		if rollbackHook != nil {
-			if err := rollbackHook(i); err != nil {
+			if err := rollbackHook(i, "before"); err != nil {
 				return err
 			}
 		}
@@ -340,17 +342,26 @@ func (t *txn) backward(i int, s *JournalOp) error {
 		defer unix.Close(wp)
 		defer unix.Close(upp)
 		var st unix.Stat_t
-		placed := unix.Fstatat(wp, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == s.NewIno
-		if !placed {
+		inWorkspace := unix.Fstatat(wp, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+		if inWorkspace && st.Ino == s.NewIno {
+			if existsAt(upp, name) {
+				// Exchanged but not yet moved aside: exchange back.
+				return renameAt(upp, name, wp, name, unix.RENAME_EXCHANGE)
+			}
+			if err := renameAt(wp, name, upp, name, unix.RENAME_NOREPLACE); err != nil {
+				return err
+			}
+			if rollbackHook != nil {
+				if err := rollbackHook(i, "taken back"); err != nil {
+					return err
+				}
+			}
+		} else if inWorkspace {
 			return nil // the exchange or rename never happened
 		}
-		if existsAt(upp, name) {
-			// Exchanged but not yet moved aside: exchange back.
-			return renameAt(upp, name, wp, name, unix.RENAME_EXCHANGE)
-		}
-		if err := renameAt(wp, name, upp, name, unix.RENAME_NOREPLACE); err != nil {
-			return err
-		}
+		// The new entry is out of the workspace (or never got in): put
+		// back what the step had moved aside, if anything. A rollback
+		// that died between the two renames resumes here.
 		if existsAt(t.aside, aside) {
 			return renameAt(t.aside, aside, wp, name, unix.RENAME_NOREPLACE)
 		}

@@ -139,22 +139,27 @@ func TestUndoRefusesChangedPaths(t *testing.T) {
 func TestCrashDuringUndoIsFinished(t *testing.T) {
 	steps := len(newTxnCase(t).plan.Ops)
 	for n := 0; n < steps; n++ {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			c := newTxnCase(t)
-			require.NoError(t, Commit(c.plan, c.up, c.ws, c.txn, "run1", Identity, nil))
-			rollbackHook = func(i int) error {
-				if i == n {
-					return ErrCrash
+		for _, phase := range []string{"before", "taken back"} {
+			t.Run(fmt.Sprintf("%d-%s", n, phase), func(t *testing.T) {
+				c := newTxnCase(t)
+				require.NoError(t, Commit(c.plan, c.up, c.ws, c.txn, "run1", Identity, nil))
+				rollbackHook = func(i int, p string) error {
+					if i == n && p == phase {
+						return ErrCrash
+					}
+					return nil
 				}
-				return nil
-			}
-			err := Undo(c.txn, filepath.Join(c.base, "undone"), Identity)
-			rollbackHook = nil
-			require.ErrorIs(t, err, ErrCrash)
-			recovered, err := RecoverAt(c.txn, Identity)
-			require.NoError(t, err)
-			assert.True(t, recovered)
-			assert.Equal(t, c.before, testutil.Snapshot(t, c.ws))
-		})
+				err := Undo(c.txn, filepath.Join(c.base, "undone"), Identity)
+				rollbackHook = nil
+				if phase == "taken back" && err == nil {
+					return // step n takes nothing back
+				}
+				require.ErrorIs(t, err, ErrCrash)
+				recovered, err := RecoverAt(c.txn, Identity)
+				require.NoError(t, err)
+				assert.True(t, recovered)
+				assert.Equal(t, c.before, testutil.Snapshot(t, c.ws))
+			})
+		}
 	}
 }
