@@ -38,8 +38,43 @@ const (
 	remedyUserNS = "enable user namespaces: sysctl user.max_user_namespaces=15000" +
 		" (Debian before 11: kernel.unprivileged_userns_clone=1;" +
 		" Ubuntu 23.10+: kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile allowing userns)"
-	remedyKernel = "use Linux 5.12 or newer (idmapped mounts, overlayfs in user namespaces with userxattr)"
+	remedyKernel   = "use Linux 5.12 or newer (idmapped mounts, overlayfs in user namespaces with userxattr)"
+	remedyIdmap    = remedyKernel + "; the workspace's filesystem must support idmapped mounts (ext4, xfs, btrfs, tmpfs since 6.3)"
+	remedyOverlay  = "modprobe overlay (and load it at boot); the state dir must be on a filesystem with user xattrs (ext4, xfs, btrfs; tmpfs since 6.6)"
+	remedyCgroups  = "limits (--memory, --cpus, --pids, policies with limits) need cgroups: boot with cgroup v2 and delegate memory, cpu and pids (systemd: Delegate=yes), or run without limits"
+	remedySeccomp  = "install libseccomp (Debian: libseccomp2)"
+	remedyStateDir = "choose a state dir every ancestor of which has o+x (--state-dir)"
 )
+
+// withRemedy fills in se.Remedy for failures that come from the machine
+// rather than from the command: the same words as neonbox-ns doctor.
+func withRemedy(se *StepError) *StepError {
+	if se == nil || se.Remedy != "" {
+		return se
+	}
+	errno := unix.Errno(se.Errno)
+	switch se.Stage {
+	case "spawn":
+		if errno == unix.EPERM || errno == unix.ENOSPC || errno == unix.EINVAL || errno == unix.EACCES || errno == 0 {
+			se.Remedy = remedyUserNS
+		}
+	case "idmap":
+		se.Remedy = remedyIdmap
+	case "workspace":
+		if errno == unix.EINVAL || errno == unix.ENODEV || errno == unix.EOPNOTSUPP || errno == unix.EIO {
+			se.Remedy = remedyOverlay
+		}
+	case "rootfs", "binds":
+		if errno == unix.EACCES {
+			se.Remedy = remedyStateDir
+		}
+	case "cgroup":
+		se.Remedy = remedyCgroups
+	case "seccomp":
+		se.Remedy = remedySeccomp
+	}
+	return se
+}
 
 // Doctor checks what the default policy needs on this machine, running
 // a real jail last. stateDir may be "" for the default.
@@ -129,7 +164,7 @@ func checkOverlay() Check {
 		c.Detail = "available (mounted in the jail's user namespace with userxattr; the real run below proves it)"
 	} else {
 		c.Detail = "not in /proc/filesystems"
-		c.Remedy = "modprobe overlay (and load it at boot)"
+		c.Remedy = remedyOverlay
 	}
 	return c
 }
@@ -159,7 +194,7 @@ func checkIdmap() Check {
 		unix.Close(fd)
 	}
 	if err != nil {
-		c.Detail, c.Remedy = err.Error(), remedyKernel+"; the workspace's filesystem must support idmapped mounts (ext4, xfs, btrfs, tmpfs since 6.3)"
+		c.Detail, c.Remedy = err.Error(), remedyIdmap
 		return c
 	}
 	c.OK, c.Detail = true, "open_tree + mount_setattr(MOUNT_ATTR_IDMAP) work"
@@ -176,7 +211,7 @@ func checkCgroups() Check {
 		c.Detail = "v1 hierarchies for memory, cpu and pids (" + why + ")"
 	default:
 		c.Detail = why
-		c.Remedy = "limits (--memory, --cpus, --pids, policies with limits) need cgroups: boot with cgroup v2 and delegate memory, cpu and pids (systemd: Delegate=yes), or run without limits"
+		c.Remedy = remedyCgroups
 	}
 	return c
 }
@@ -190,7 +225,7 @@ func checkSeccomp() Check {
 	}
 	prog, err := seccomp.Compile(seccomp.DefaultProfile(true))
 	if err != nil {
-		c.Detail, c.Remedy = err.Error(), "install libseccomp (Debian: libseccomp2)"
+		c.Detail, c.Remedy = err.Error(), remedySeccomp
 		return c
 	}
 	c.OK, c.Detail = true, fmt.Sprintf("default filter compiles to %d instructions", len(prog.BPF)/8)
@@ -226,12 +261,12 @@ func checkRun(ctx context.Context, stateDir string) Check {
 	case err != nil:
 		c.Detail = err.Error()
 		if errors.Is(err, ErrInvalid) && strings.Contains(err.Error(), "state dir") {
-			c.Remedy = "choose a state dir every ancestor of which has o+x (--state-dir)"
+			c.Remedy = remedyStateDir
 		}
 	case r.Status != StatusSuccess:
 		c.Detail = fmt.Sprintf("%s: %v", r.Status, r.Error)
-		if r.Error != nil && r.Error.Errno == int(unix.EPERM) {
-			c.Remedy = remedyUserNS
+		if r.Error != nil {
+			c.Remedy = r.Error.Remedy
 		}
 	default:
 		if _, err := os.Stat(filepath.Join(dir, "probe")); err != nil {

@@ -135,12 +135,14 @@ type StepError struct {
 	// Stage is the step ("rootfs", "workspace", "commit", ...), Op the
 	// operation or system call that failed in it, Path the path it
 	// failed on, Errno its errno (0 if none) and Message what went
-	// wrong.
+	// wrong. Remedy, when set, says what to change on the machine, in
+	// the words neonbox-ns doctor uses.
 	Stage   string `json:"stage"`
 	Op      string `json:"op,omitempty"`
 	Path    string `json:"path,omitempty"`
 	Errno   int    `json:"errno,omitempty"`
 	Message string `json:"message"`
+	Remedy  string `json:"remedy,omitempty"`
 }
 
 // Error formats e as "stage: op path: message", leaving out what is

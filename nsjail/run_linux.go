@@ -196,7 +196,7 @@ func emptyChanges() overlay.Changes {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (r *Receipt) sandboxError(se *StepError) {
-	r.Status, r.ExitCode, r.Error = StatusSandboxError, ExitSandbox, se
+	r.Status, r.ExitCode, r.Error = StatusSandboxError, ExitSandbox, withRemedy(se)
 }
 
 // classify sets status, exit code, signal and times from how the jail

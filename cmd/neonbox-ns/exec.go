@@ -81,6 +81,9 @@ func reportProblems(w io.Writer, r *nsjail.Receipt) {
 	switch {
 	case r.Status == nsjail.StatusSandboxError && r.Error != nil:
 		fmt.Fprintf(w, "neonbox-ns: sandbox error: %s\n", printable(r.Error.Error()))
+		if r.Error.Remedy != "" {
+			fmt.Fprintf(w, "neonbox-ns: remedy: %s (neonbox-ns doctor checks the rest)\n", r.Error.Remedy)
+		}
 	case r.Status == nsjail.StatusSecurityViolation && r.Error != nil:
 		fmt.Fprintf(w, "neonbox-ns: security violation: %s\n", printable(r.Error.Error()))
 	case r.Status == nsjail.StatusExecutionError && r.Error != nil:
