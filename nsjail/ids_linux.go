@@ -5,6 +5,8 @@ import (
 	"os"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/neonbox/neonbox-ns/overlay"
 )
 
@@ -82,4 +84,17 @@ func (p idPlan) mounterOwner() (int, int) {
 		return os.Geteuid(), os.Getegid()
 	}
 	return hostIDBase, hostIDBase
+}
+
+// prepare checks o and decides the run's ids from the workspace owner.
+func (o *Options) prepare() (unix.Stat_t, idPlan, error) {
+	var ws unix.Stat_t
+	if err := o.normalize(); err != nil {
+		return ws, idPlan{}, err
+	}
+	if err := unix.Stat(o.Workspace, &ws); err != nil {
+		return ws, idPlan{}, invalidf("workspace %s: %v", o.Workspace, err)
+	}
+	ids, err := planIDs(ws.Uid, ws.Gid)
+	return ws, ids, err
 }

@@ -50,14 +50,7 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 		size = 2
 	}
 	o.Command = []string{"-"}
-	if err := o.normalize(); err != nil {
-		return nil, err
-	}
-	var ws unix.Stat_t
-	if err := unix.Stat(o.Workspace, &ws); err != nil {
-		return nil, invalidf("workspace %s: %v", o.Workspace, err)
-	}
-	ids, err := planIDs(ws.Uid, ws.Gid)
+	_, ids, err := o.prepare()
 	if err != nil {
 		return nil, err
 	}

@@ -31,14 +31,7 @@ const jailHome = "/tmp/home"
 // with status SANDBOX_ERROR.
 func Run(ctx context.Context, o Options) (*Receipt, error) {
 	t0 := time.Now()
-	if err := o.normalize(); err != nil {
-		return nil, err
-	}
-	var ws unix.Stat_t
-	if err := unix.Stat(o.Workspace, &ws); err != nil {
-		return nil, invalidf("workspace %s: %v", o.Workspace, err)
-	}
-	ids, err := planIDs(ws.Uid, ws.Gid)
+	ws, ids, err := o.prepare()
 	if err != nil {
 		return nil, err
 	}
