@@ -41,6 +41,13 @@ func TestDiskLimit(t *testing.T) {
 		assert.True(t, os.IsNotExist(err), name)
 	}
 
+	// Many empty files exhaust the inodes before the bytes.
+	r = e.exec(t, "", []string{"--disk", "1M", "--json"}, "/usr/bin/python3", "-c",
+		"import os\nfor i in range(100000): open('f%d' % i, 'w').close()")
+	assert.Equal(t, "DISK_EXCEEDED", decodeReceipt(t, r.stdout)["status"], r.stderr)
+	entries, _ := os.ReadDir(e.ws)
+	assert.Len(t, entries, 1, "rolled back")
+
 	r = e.exec(t, "", []string{"--disk", "1M"}, "sh", "-c", "echo fits > small; rm keep")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "not transactional", "the copy is said")

@@ -59,7 +59,9 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 	if disk > 0 {
 		// The run's changes live on a filesystem of their own, as big
 		// as --disk: filling it fails the run, never the host's disk.
-		opts := fmt.Sprintf("size=%d,mode=0711", disk)
+		// Inodes are capped too (one per KiB), so that millions of
+		// empty files hit the limit as well.
+		opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0711", disk, max(disk>>10, 1024))
 		if err := linux.Mount("tmpfs", d.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return d, err
 		}
@@ -234,10 +236,10 @@ func isMountPoint(p string) bool {
 }
 
 // full reports whether the run dir's filesystem (a --disk tmpfs) has no
-// room left.
+// room or no inodes left.
 func (d runDir) full() bool {
 	var st unix.Statfs_t
-	return unix.Statfs(d.path, &st) == nil && st.Bavail == 0
+	return unix.Statfs(d.path, &st) == nil && (st.Bavail == 0 || st.Ffree == 0)
 }
 
 // removeTree is os.RemoveAll that also clears directories it may not
