@@ -66,6 +66,9 @@ func recoverWorkspace(stateDir, workspace string) ([]string, error) {
 	var notes []string
 	for i := len(dirs) - 1; i >= 0; i-- {
 		d := dirs[i]
+		if overlay.Committed(d) {
+			continue // history; its journal need not be read
+		}
 		j, _ := overlay.ReadJournal(d)
 		recovered, err := overlay.RecoverAt(d, overlay.Identity)
 		if err != nil {

@@ -91,13 +91,14 @@ func TestRecoveryKeepsHistory(t *testing.T) {
 	assert.Empty(t, notes)
 
 	// Make the newest commit look like an undo that died halfway through
-	// its first step, as overlay.Undo leaves it: journal "applying",
-	// upper pointing at the undo's scratch dir.
+	// its first step, as overlay.Undo leaves it: no committed marker,
+	// journal "applying", upper pointing at the undo's scratch dir.
 	txns, _ := filepath.Glob(filepath.Join(e.state, "txn", "*", "*"))
 	require.Len(t, txns, 2)
 	last := txns[len(txns)-1]
 	j, err := overlay.ReadJournal(last)
 	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(last, "committed")))
 	j.State, j.Upper = overlay.StateApplying, last+".undo"
 	require.NoError(t, os.MkdirAll(j.Upper, 0o700))
 	b, _ := json.Marshal(j)

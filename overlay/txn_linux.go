@@ -213,7 +213,34 @@ func (t *txn) commitPoint(txnDir string, j *Journal) error {
 		return err
 	}
 	j.State = StateCommitted
-	return writeJournal(txnDir, j)
+	if err := writeJournal(txnDir, j); err != nil {
+		return err
+	}
+	return markCommitted(txnDir, true)
+}
+
+// committedMarker beside a journal says "committed" without the journal
+// having to be read: every run checks its workspace's history for
+// interrupted commits, and journals of large commits are large.
+const committedMarker = "committed"
+
+// Committed reports, cheaply, whether the transaction in txnDir is a
+// finished commit (history, nothing to recover).
+func Committed(txnDir string) bool {
+	_, err := os.Stat(filepath.Join(txnDir, committedMarker))
+	return err == nil
+}
+
+func markCommitted(txnDir string, on bool) error {
+	p := filepath.Join(txnDir, committedMarker)
+	if on {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			return err
+		}
+	} else if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(txnDir)
 }
 
 type txn struct {
@@ -375,6 +402,9 @@ func (t *txn) backward(i int, s *JournalOp) error {
 // whether there was anything to recover. A committed transaction is left
 // alone (it is history, for Undo).
 func RecoverAt(txnDir string, ids IDMap) (bool, error) {
+	if Committed(txnDir) {
+		return false, nil
+	}
 	j, err := ReadJournal(txnDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Died before the journal was written: nothing was touched.
@@ -443,6 +473,11 @@ func Undo(txnDir, upperDir string, ids IDMap) error {
 				return err
 			}
 		}
+	}
+	// Marker first, then the journal: a crash in between leaves a
+	// committed journal without the marker, which is still history.
+	if err := markCommitted(txnDir, false); err != nil {
+		return err
 	}
 	j.State = StateApplying // an interrupted undo is finished by RecoverAt
 	if err := writeJournal(txnDir, j); err != nil {
