@@ -223,7 +223,7 @@ func checkSeccomp() Check {
 		c.Detail, c.Remedy = "the kernel has no seccomp", "use a kernel built with CONFIG_SECCOMP_FILTER"
 		return c
 	}
-	prog, err := seccomp.Compile(seccomp.DefaultProfile(true))
+	prog, err := seccomp.CompileDefault(true)
 	if err != nil {
 		c.Detail, c.Remedy = err.Error(), remedySeccomp
 		return c

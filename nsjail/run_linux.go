@@ -385,7 +385,7 @@ func policyRef(p *policies.Policy) PolicyRef {
 // compileFilters returns neonbox-ns's own filter and, stacked after it,
 // the policy's: the kernel applies both, so a policy can only restrict.
 func compileFilters(p *policies.Policy) ([][]byte, error) {
-	own, err := seccomp.Compile(seccomp.DefaultProfile(p.Has(policies.Subprocess)))
+	own, err := seccomp.CompileDefault(p.Has(policies.Subprocess))
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,27 @@ type Program struct {
 
 var cache sync.Map // profile hash -> *Program
 
+// defaults holds the compiled default profiles, with and without
+// subprocess, so that a run does not rebuild and hash the profile just to
+// find it in the cache.
+var defaults [2]struct {
+	once sync.Once
+	prog *Program
+	err  error
+}
+
+// CompileDefault is Compile(DefaultProfile(subprocess)), done once per
+// process.
+func CompileDefault(subprocess bool) (*Program, error) {
+	i := 0
+	if subprocess {
+		i = 1
+	}
+	d := &defaults[i]
+	d.once.Do(func() { d.prog, d.err = Compile(DefaultProfile(subprocess)) })
+	return d.prog, d.err
+}
+
 // Compile turns p into a BPF program, or returns the one compiled for an
 // identical profile earlier in this process.
 func Compile(p *specs.LinuxSeccomp) (*Program, error) {

@@ -48,3 +48,13 @@ func TestCompileDefaultProfiles(t *testing.T) {
 		assert.Same(t, prog, again, "compiled once per process")
 	}
 }
+
+func TestCompileDefaultIsCompile(t *testing.T) {
+	for _, sub := range []bool{true, false} {
+		got, err := CompileDefault(sub)
+		require.NoError(t, err)
+		want, err := Compile(DefaultProfile(sub))
+		require.NoError(t, err)
+		assert.Equal(t, want.BPF, got.BPF)
+	}
+}
