@@ -234,6 +234,31 @@ func (c *Cgroup) owns(pid int) (ok, gone bool, err error) {
 // killRounds freezes c (when freeze is not nil), SIGKILLs every process in
 // it, thaws it, and repeats until c is empty or deadline passes.
 func (c *Cgroup) killRounds(deadline time.Time, freeze func(frozen bool, deadline time.Time) error) error {
+	return c.untilEmpty(deadline, 50*time.Millisecond, func(pids []int) error {
+		var errs []error
+		if freeze != nil {
+			// A cgroup that will not freeze (a task stuck in the kernel)
+			// is still signalled; thawing below lets the signal through.
+			errs = append(errs, freeze(true, deadline))
+			var err error
+			if pids, err = c.procs(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, pid := range pids {
+			errs = append(errs, c.signal(pid))
+		}
+		if freeze != nil {
+			errs = append(errs, freeze(false, deadline))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// untilEmpty polls c, with pauses growing to maxPause, until it holds no
+// process or deadline passes; act (if not nil) runs on what is left
+// before each pause.
+func (c *Cgroup) untilEmpty(deadline time.Time, maxPause time.Duration, act func(pids []int) error) error {
 	pause := time.Millisecond
 	for {
 		pids, err := c.procs()
@@ -246,26 +271,13 @@ func (c *Cgroup) killRounds(deadline time.Time, freeze func(frozen bool, deadlin
 		if time.Now().After(deadline) {
 			return fmt.Errorf("processes %v still there after %v", pids, killTimeout)
 		}
-		var errs []error
-		if freeze != nil {
-			// A cgroup that will not freeze (a task stuck in the kernel)
-			// is still signalled; thawing below lets the signal through.
-			errs = append(errs, freeze(true, deadline))
-			if pids, err = c.procs(); err != nil {
-				errs = append(errs, err)
+		if act != nil {
+			if err := act(pids); err != nil {
+				return err
 			}
 		}
-		for _, pid := range pids {
-			errs = append(errs, c.signal(pid))
-		}
-		if freeze != nil {
-			errs = append(errs, freeze(false, deadline))
-		}
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
 		time.Sleep(pause)
-		pause = min(2*pause, 50*time.Millisecond)
+		pause = min(2*pause, maxPause)
 	}
 }
 
@@ -301,21 +313,7 @@ func (c *Cgroup) signal(pid int) error {
 
 // waitEmpty waits until c holds no process or deadline passes.
 func (c *Cgroup) waitEmpty(deadline time.Time) error {
-	pause := time.Millisecond
-	for {
-		pids, err := c.procs()
-		if err != nil {
-			return err
-		}
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still there after %v", pids, killTimeout)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 20*time.Millisecond)
-	}
+	return c.untilEmpty(deadline, 20*time.Millisecond, nil)
 }
 
 // makeRunDir creates parent (if missing), calls prepare on it, and
