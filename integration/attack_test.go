@@ -95,17 +95,7 @@ func (e env) attack(t *testing.T, o attackOpts, argv ...string) attackRun {
 		cmd.ExtraFiles = append([]*os.File{o.ctty}, o.extraFiles...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	code := 0
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	r := attackRun{result: result{code: code, stdout: stdout.String(), stderr: stderr.String()}}
+	r := attackRun{result: runCmd(t, cmd)}
 	r.rec = decodeReceipt(t, r.stdout)
 	// What the attack saw, for -v and for failures.
 	t.Logf("jail: status %s, exit %d\nstdout: %s\nstderr: %s", r.status(), r.code, printable(r.out(), 3000), printable(r.errOut(), 2000))

@@ -48,6 +48,13 @@ func neonbox(t *testing.T, dir, stdin string, args ...string) result {
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewBufferString(stdin)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "GITHUB_TOKEN=ghp_integration", "HOME=/root"}
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd, capturing its output; a non-zero exit is a result, not
+// an error.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
