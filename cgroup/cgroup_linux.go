@@ -115,6 +115,35 @@ func (c *Cgroup) Add(pid int) error {
 	return nil
 }
 
+// OpenTasks opens, on v1, the tasks file of each of c's hierarchies for
+// writing; on v2 it returns nil (use FD). A thread that writes "0" to
+// every one of them moves itself, alone, into c, and when it then calls
+// execve the new program is in c: execve ends the other threads. This
+// is how a jail joins a v1 cgroup: moving a whole process (Add) makes
+// the kernel take cgroup_threadgroup_rwsem for writing, which waits for
+// an RCU grace period, several milliseconds; a thread moving itself
+// needs no such lock (kernel/cgroup/cgroup.c, cgroup_procs_write_start).
+// The kernel checks the permission with the credentials the files were
+// opened with, so they work in a process that could not open them.
+// The caller closes the files.
+func (c *Cgroup) OpenTasks() ([]*os.File, error) {
+	if c.version != V1 {
+		return nil, nil
+	}
+	var files []*os.File
+	for _, r := range c.runs {
+		f, err := os.OpenFile(filepath.Join(r.dir, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("open tasks of cgroup %s: %w", c.name, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
 // Stats reads what the run used so far; the peaks and counters keep their
 // values after the processes exit, until Delete.
 func (c *Cgroup) Stats() (Stats, error) {

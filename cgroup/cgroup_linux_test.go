@@ -206,6 +206,36 @@ func TestFDIsForCloneIntoCgroup(t *testing.T) {
 	assert.Equal(t, []int{cmd.Process.Pid}, waitProcs(t, c, 1))
 }
 
+func TestOpenTasksLetsAThreadJoin(t *testing.T) {
+	c := newCgroup(t, Limits{Pids: 10})
+	files, err := c.OpenTasks()
+	require.NoError(t, err)
+	if c.Version() != V1 {
+		assert.Nil(t, files, "v2 joins by CLONE_INTO_CGROUP")
+		return
+	}
+	require.Len(t, files, len(c.runs))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	// The shell writes "0" to each tasks file it was handed (fds 3 and
+	// on), then execs: the new program is in the run's cgroup.
+	script := fmt.Sprintf(`for fd in $(seq 3 %d); do eval "echo 0 >&$fd"; done; exec cat /proc/self/cgroup`, 2+len(files))
+	cmd := command("sh", "-c", script)
+	cmd.ExtraFiles = files
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	v1, _, err := procCgroups(strings.NewReader(string(out)))
+	require.NoError(t, err)
+	for _, r := range c.runs {
+		for _, ctrl := range r.ctrls {
+			assert.Equal(t, r.path, v1[ctrl], ctrl)
+		}
+	}
+}
+
 func TestLimitsAreWritten(t *testing.T) {
 	c := newCgroup(t, Limits{MemoryBytes: 64 << 20, CPUs: 0.5, Pids: 10})
 	assert.Equal(t, Limits{MemoryBytes: 64 << 20, CPUs: 0.5, Pids: 10}, c.Limits())
