@@ -6,14 +6,18 @@
 // it changed.
 //
 // The jail's init is the calling program itself, re-executed (as
-// "neonbox-init", through /proc/self/exe). A program that uses this
-// package must therefore call reexec.Init (package
-// github.com/neonbox/neonbox-ns/reexec) as the first statement of main,
-// and so must every TestMain whose tests run jails:
+// "neonbox-init", through /proc/self/exe): a small C init linked in with
+// this package (internal/jailinit) takes over that process before the Go
+// runtime starts, runs the steps the parent computed for the jail and
+// execs the command. Other helpers of this package (Doctor's) re-execute
+// the program under names of their own, so a program that uses it must
+// call reexec.Init (package github.com/neonbox/neonbox-ns/reexec) as the
+// first statement of main, and so must every TestMain whose tests use
+// them:
 //
 //	func main() {
 //		if reexec.Init() {
-//			return // this process was a jail's init
+//			return // this process was one of neonbox-ns's helpers
 //		}
 //		...
 //	}

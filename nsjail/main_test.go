@@ -15,7 +15,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The jail's init is this test binary re-executed.
+	// The jail's init is this test binary re-executed (its C part runs
+	// before this); Doctor's helpers go through reexec.
 	if reexec.Init() {
 		return
 	}

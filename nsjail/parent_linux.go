@@ -2,7 +2,8 @@ package nsjail
 
 // This file runs in the parent: the neonbox-ns process on the host. It
 // starts the jail's init, hands it its config and waits for the outcome.
-// The init's side of the protocol (protocol.go) is in child_linux.go.
+// The init's side of the protocol (protocol.go) is internal/jailinit; what
+// it does in the jail is the program built in program_linux.go.
 
 import (
 	"context"
@@ -50,7 +51,6 @@ type jail struct {
 	sock   *os.File
 	cfg    *childConfig
 	exited chan *os.ProcessState
-	added  chan error // the v1 cgroup move, done while the init works
 	res    *jailResult
 }
 
@@ -100,22 +100,30 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
+	var tasks []*os.File
 	if cg != nil {
-		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP), so
-		// nothing it does escapes the limits. v1: it is moved in while
-		// its init sets the jail up, and may exec CMD only once it is
-		// there (the init waits for the parent's go-ahead; a deferred
-		// init gets its command only after the move anyway).
+		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP). v1:
+		// the init's thread joins it just before execve, through the
+		// tasks files sent with the config; the init's own setup is
+		// not charged to the run.
 		if fd, ok := cg.FD(); ok {
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-		} else {
-			cfg.WaitGo = !cfg.Deferred
+		} else if tasks, err = cg.OpenTasks(); err != nil {
+			parentEnd.Close()
+			childEnd.Close()
+			return nil, stepError("cgroup", err)
 		}
+		cfg.CgroupTasks = len(tasks)
 	}
+	defer func() {
+		for _, f := range tasks {
+			f.Close()
+		}
+	}()
 
 	forked := monotonic()
 	started := make(chan error, 1)
-	j := &jail{cmd: cmd, sock: parentEnd, cfg: cfg, exited: make(chan *os.ProcessState, 1), added: make(chan error, 1)}
+	j := &jail{cmd: cmd, sock: parentEnd, cfg: cfg, exited: make(chan *os.ProcessState, 1)}
 	go func() {
 		// The parent-death signal fires when the thread that forked
 		// the child exits, not the process (prctl(2)): keep this
@@ -136,34 +144,39 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 		parentEnd.Close()
 		return nil, stepError("spawn", err)
 	}
-	// Moving a process between v1 cgroups waits for an RCU grace period
-	// (several milliseconds): do it while the init builds the jail.
-	if cg != nil && !cmd.SysProcAttr.UseCgroupFD {
-		go func() { j.added <- cg.Add(cmd.Process.Pid) }()
-	} else {
-		j.added <- nil
-	}
 	j.res = &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}}
-	if se := j.sendConfig(ids); se != nil {
+	if se := j.sendConfig(tasks); se != nil {
 		j.res.setupErr = se
 	}
 	return j, nil
 }
 
-// sendConfig sends the config, with the idmapped workspace as root.
-func (j *jail) sendConfig(ids idPlan) *StepError {
-	msg, err := json.Marshal(j.cfg)
+// sendConfig sends the init its program, with the idmapped workspace as
+// root and the v1 cgroup's tasks files.
+func (j *jail) sendConfig(tasks []*os.File) *StepError {
+	msg, err := jailProgram(j.cfg)
 	if err != nil {
+		var se *StepError
+		if errors.As(err, &se) {
+			return se
+		}
 		return stepError("config", err)
 	}
-	var rights []byte
+	var fds []int
 	if j.cfg.WorkspaceFD {
 		fd, err := idmappedWorkspace(j.cfg.Workspace, j.cmd.Process.Pid)
 		if err != nil {
 			return stepError("idmap", err)
 		}
 		defer unix.Close(fd)
-		rights = unix.UnixRights(fd)
+		fds = append(fds, fd)
+	}
+	for _, f := range tasks {
+		fds = append(fds, int(f.Fd()))
+	}
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
 	}
 	j.mark("config_sent")
 	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
@@ -220,8 +233,7 @@ func (j *jail) await(ctx context.Context) *jailResult {
 	return res
 }
 
-// readUntilExec reads the init's messages: "ready" (after which, once the
-// init is in its cgroup, a v1 jail gets its go-ahead) and then EOF, which
+// readUntilExec reads the init's messages: "ready" and then EOF, which
 // means execve succeeded. With prepared set it returns at the init's
 // "prepared" instead.
 func (j *jail) readUntilExec(prepared bool) *StepError {
@@ -244,28 +256,17 @@ func (j *jail) readUntilExec(prepared bool) *StepError {
 			return stepError("sync", fmt.Errorf("bad message from init: %w", err))
 		}
 		if m.Error != nil {
+			if m.Error.Message == "" && m.Error.Errno != 0 {
+				m.Error.Message = syscall.Errno(m.Error.Errno).Error()
+			}
 			return m.Error
 		}
 		j.res.steps = append(j.res.steps, m.Steps...)
 		if prepared && m.Prepared {
-			if err := <-j.added; err != nil {
-				return stepError("cgroup", err)
-			}
 			return nil
 		}
-		if m.Ready && !ready {
+		if m.Ready {
 			ready = true
-			if !j.cfg.Deferred {
-				if err := <-j.added; err != nil {
-					return stepError("cgroup", err)
-				}
-			}
-			j.mark("parent_cgroup")
-			if j.cfg.WaitGo {
-				if _, err := j.sock.Write([]byte{'g'}); err != nil {
-					return stepError("sync", err)
-				}
-			}
 		}
 	}
 }

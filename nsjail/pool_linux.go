@@ -2,7 +2,6 @@ package nsjail
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -255,7 +254,7 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	tSpawn := time.Now()
 	r.Phases.PrepareMS = ms(tSpawn.Sub(t0))
-	if err := w.j.sendCall(callMessage{Argv: call.Command, Env: env, Cwd: call.Cwd}, streams.child); err != nil {
+	if err := w.j.sendCall(call.Command, env, call.Cwd, streams.child); err != nil {
 		w.j.res.setupErr = stepError("call", err)
 	}
 	streams.closeChildEnds()
@@ -323,8 +322,8 @@ func (p *Pool) Close() error {
 }
 
 // sendCall hands a prepared jail its command and stdio.
-func (j *jail) sendCall(call callMessage, fds [3]*os.File) error {
-	msg, err := json.Marshal(call)
+func (j *jail) sendCall(argv, env []string, cwd string, fds [3]*os.File) error {
+	msg, err := callProgram(argv, env, cwd)
 	if err != nil {
 		return err
 	}

@@ -1,110 +1,105 @@
 package nsjail
 
 // The parent and the jail's init talk over one SOCK_SEQPACKET socket, the
-// init's fd 3, which is close-on-exec in the init:
+// init's fd 3, which is close-on-exec in the init. The init is C
+// (internal/jailinit) and runs the program the parent built
+// (program_linux.go); it answers in JSON:
 //
 //	parent (neonbox-ns)                        init (neonbox-init, pid 1 of the jail)
 //	───────────────────                        ──────────────────────────────────────
-//	clone(USER|NS|PID|NET|UTS|IPC),
+//	clone(USER|NS|PID|NET|UTS|IPC)
+//	[v2: CLONE_INTO_CGROUP],
 //	write uid_map/gid_map (os/exec)    ─────►  starts; blocks in recvmsg
 //	idmap the workspace with the jail's
 //	user namespace (root only)
-//	childConfig JSON [+ workspace fd]  ─────►  builds the filesystem view,
+//	program [+ workspace fd]
+//	[+ v1 cgroup tasks fds]            ─────►  builds the filesystem view,
+//	                                           [v1: joins the run's cgroup],
 //	                                           drops capabilities
-//	                                   ◄─────  {"ready":true} just before execve
-//	"g" (v1 cgroups: the init is in the
-//	run's cgroup now)                  ─────►  execve
+//	                                   ◄─────  {"ready":true,"steps":[...]} just before execve
 //	                                   ◄─────  EOF: execve succeeded
 //
 // A Pool's prepared jail (Deferred) stops after building the jail:
 //
-//	                                   ◄─────  {"prepared":true}
-//	callMessage JSON + [stdin, stdout,
-//	stderr]                            ─────►  mounts the overlay, then as above
-//	                                   ◄─────  or {"error":{stage,op,path,errno,message}}
+//	                                   ◄─────  {"prepared":true,"steps":[...]}
+//	call program (argv, env, cwd)
+//	+ [stdin, stdout, stderr]          ─────►  mounts the overlay, then as above
 //
-// A config is decoded strictly (unknown fields are an error). EOF without
-// "ready" means the init died before it could say why.
+// Any step that fails ends the init with
+// {"error":{stage,op,path,errno,message}}. EOF without "ready" means the
+// init died before it could say why.
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
 )
 
 // initName is the argv[0] under which the binary runs as a jail's init.
-const initName = "neonbox-init"
+const initName = jailinit.Name
 
-// childConfig is everything the init needs. Host paths are absolute.
+// childConfig describes the jail; jailProgram turns it into the init's
+// program. Host paths are absolute.
 type childConfig struct {
-	Argv     []string `json:"argv"`
-	Env      []string `json:"env"`
-	Cwd      string   `json:"cwd"`
-	Hostname string   `json:"hostname"`
+	Argv     []string
+	Env      []string
+	Cwd      string
+	Hostname string
 	// RunDir holds root/ (the new root's mount point), lower/ (where the
 	// workspace is attached before overlay), upper/ and work/.
-	RunDir string `json:"run_dir"`
+	RunDir string
 	// Workspace is the workspace's path, on the host and in the jail.
-	Workspace string `json:"workspace"`
+	Workspace string
 	// WorkspaceFD says the workspace arrives as an idmapped mount fd
 	// with the config; otherwise the init binds Workspace itself.
-	WorkspaceFD bool `json:"workspace_fd"`
+	WorkspaceFD bool
 	// ReadOnly are host directories bound read-only at the same path.
-	ReadOnly []string `json:"read_only"`
+	ReadOnly []string
 	// Symlinks are recreated in the new root (/bin -> usr/bin, ...).
-	Symlinks []symlink `json:"symlinks"`
+	Symlinks []symlink
 	// Masked are files under ReadOnly hidden behind /dev/null.
-	Masked []string `json:"masked"`
+	Masked []string
 	// UID and GID are the jail ids CMD runs as.
-	UID uint32 `json:"uid"`
-	GID uint32 `json:"gid"`
+	UID uint32
+	GID uint32
 	// SetGroups says supplementary groups can be cleared (false when
 	// the jail maps a single unprivileged id).
-	SetGroups bool `json:"set_groups"`
+	SetGroups bool
 	// DevPts asks for a /dev/pts, for runs attached to a terminal.
-	DevPts bool `json:"dev_pts"`
+	DevPts bool
 	// Seccomp are compiled filters (classic BPF) loaded, in order, just
 	// before execve; the kernel applies all of them.
-	Seccomp [][]byte `json:"seccomp"`
+	Seccomp [][]byte
 	// ReadOnlyWorkspace binds the workspace read-only instead of
 	// mounting an overlay (no fs-write capability).
-	ReadOnlyWorkspace bool `json:"read_only_workspace"`
+	ReadOnlyWorkspace bool
 	// Network keeps the host's network: no lo to bring up.
-	Network bool `json:"network"`
+	Network bool
 	// Binds are extra host directories from the policy.
-	Binds []bind `json:"binds"`
-	// WaitGo: after "ready", wait for the parent's go-ahead (one byte)
-	// before execve; the parent sends it once the init is in the run's
-	// cgroup.
-	WaitGo bool `json:"wait_go"`
+	Binds []bind
+	// CgroupTasks is how many v1 cgroup tasks files (cgroup.OpenTasks)
+	// follow the workspace fd: the init's thread joins the run's cgroup
+	// through them just before execve.
+	CgroupTasks int
 	// Deferred: build the jail, say "prepared", then wait for a
-	// callMessage with the command (a Pool's prepared jail). The
+	// call program with the command (a Pool's prepared jail). The
 	// overlay is mounted only then.
-	Deferred bool `json:"deferred"`
-}
-
-// callMessage gives a deferred init its command, with its stdin, stdout
-// and stderr attached as SCM_RIGHTS.
-type callMessage struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Cwd  string   `json:"cwd"`
+	Deferred bool
 }
 
 type bind struct {
-	Path     string `json:"path"`
-	ReadOnly bool   `json:"read_only"`
+	Path     string
+	ReadOnly bool
 }
 
 type symlink struct {
-	Path   string `json:"path"`
-	Target string `json:"target"`
+	Path   string
+	Target string
 }
 
 // childMessage is what the init sends back.
@@ -183,17 +178,4 @@ func stepError(stage string, err error) *StepError {
 		se.Errno = int(errno)
 	}
 	return se
-}
-
-func decodeConfig(b []byte) (*childConfig, error) {
-	var c childConfig
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("decode config: %w", err)
-	}
-	if len(c.Argv) == 0 && !c.Deferred {
-		return nil, errors.New("decode config: empty argv")
-	}
-	return &c, nil
 }

@@ -85,8 +85,8 @@ type Phases struct {
 	// process itself (VmHWM) when the run ended.
 	ParentPeakRSSKiB int64 `json:"parent_peak_rss_kib,omitempty"`
 	// Spawn breaks SpawnMS down: milliseconds from the clone to the end
-	// of each step of the jail's init ("started" is the Go runtime's
-	// start, "exec" when CMD's execve was seen to succeed).
+	// of each step of the jail's init ("started" is its first
+	// instruction, "exec" when CMD's execve was seen to succeed).
 	Spawn map[string]float64 `json:"spawn,omitempty"`
 }
 

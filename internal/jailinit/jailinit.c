@@ -1,0 +1,656 @@
+// Runs in the jail's init: the neonbox-ns binary re-executed as
+// "neonbox-init" inside the new namespaces, as root of the new user
+// namespace and pid 1 of the new pid namespace. It runs as a constructor,
+// before the Go runtime starts, executes the program the parent sent (see
+// jailinit.h) and execs CMD. It decides nothing: each path, flag and order
+// comes from the parent. Any failed step is reported, as the JSON
+// {"error":{stage,op,path,errno,message}}, and ends the init.
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/mount.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jailinit.h"
+
+#define SYNC_FD 3
+#define MAX_MSG (1 << 20)
+#define MAX_MARKS 32
+#define MAX_ARGS 4096
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+
+struct ji_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+struct op {
+	uint16_t code, flags;
+	uint32_t nstr;
+	uint64_t a, b;
+	char **s;      // nstr strings: stage, op, path, then the arguments
+	uint32_t *len; // their lengths (a seccomp program may hold NULs)
+};
+
+struct prog {
+	struct op *ops;
+	uint32_t n;
+	int fds[JI_MAX_FDS];
+	int nfds;
+};
+
+// The state the ops build up for execve.
+static struct {
+	char **argv, **envp;
+	const char *cwd, *path;
+	struct {
+		const char *name;
+		int64_t at;
+	} marks[MAX_MARKS];
+	int nmarks;
+} st;
+
+// ---- reporting -------------------------------------------------------
+
+static void put(const char *b, size_t n)
+{
+	while (write(SYNC_FD, b, n) < 0 && errno == EINTR)
+		;
+}
+
+// json_str appends s to out as a JSON string.
+static size_t json_str(char *out, size_t cap, size_t at, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (at < cap)
+		out[at] = '"';
+	at++;
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[7];
+		size_t n = 0;
+		if (c == '"' || c == '\\') {
+			esc[n++] = '\\';
+			esc[n++] = (char)c;
+		} else if (c < 0x20) {
+			esc[n++] = '\\';
+			esc[n++] = 'u';
+			esc[n++] = '0';
+			esc[n++] = '0';
+			esc[n++] = hex[c >> 4];
+			esc[n++] = hex[c & 15];
+		} else {
+			esc[n++] = (char)c;
+		}
+		for (size_t i = 0; i < n; i++, at++)
+			if (at < cap)
+				out[at] = esc[i];
+	}
+	if (at < cap)
+		out[at] = '"';
+	return at + 1;
+}
+
+static size_t append(char *out, size_t cap, size_t at, const char *s)
+{
+	for (; *s; s++, at++)
+		if (at < cap)
+			out[at] = *s;
+	return at;
+}
+
+// fail_at reports that op failed on path with err (an errno; the parent
+// words it when msg is NULL) or with msg, and ends the init.
+static void fail_at(const struct op *op, const char *path, int err, const char *msg)
+{
+	static char out[16384];
+	char num[32];
+	size_t cap = sizeof(out), at = 0;
+	const char *stage = op ? op->s[0] : "config", *name = op ? op->s[1] : "";
+	if (!msg)
+		msg = "";
+	at = append(out, cap, at, "{\"error\":{\"stage\":");
+	at = json_str(out, cap, at, stage);
+	at = append(out, cap, at, ",\"op\":");
+	at = json_str(out, cap, at, name);
+	at = append(out, cap, at, ",\"path\":");
+	at = json_str(out, cap, at, path);
+	snprintf(num, sizeof(num), ",\"errno\":%d", err);
+	at = append(out, cap, at, num);
+	at = append(out, cap, at, ",\"message\":");
+	at = json_str(out, cap, at, msg);
+	at = append(out, cap, at, "}}");
+	if (at <= cap)
+		put(out, at);
+	_exit(1);
+}
+
+static void fail(const struct op *op, int err, const char *msg)
+{
+	fail_at(op, op ? op->s[2] : "", err, msg);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void mark(const char *name)
+{
+	if (st.nmarks < MAX_MARKS) {
+		st.marks[st.nmarks].name = name;
+		st.marks[st.nmarks].at = now_ns();
+		st.nmarks++;
+	}
+}
+
+// report sends {"<key>":true,"steps":[...]}: the marks so far.
+static void report(const struct op *op, const char *key)
+{
+	static char out[8192];
+	char num[64];
+	size_t cap = sizeof(out), at = 0;
+	at = append(out, cap, at, "{\"");
+	at = append(out, cap, at, key);
+	at = append(out, cap, at, "\":true,\"steps\":[");
+	for (int i = 0; i < st.nmarks; i++) {
+		at = append(out, cap, at, i ? ",{\"name\":" : "{\"name\":");
+		at = json_str(out, cap, at, st.marks[i].name);
+		snprintf(num, sizeof(num), ",\"at\":%lld}", (long long)st.marks[i].at);
+		at = append(out, cap, at, num);
+	}
+	at = append(out, cap, at, "]}");
+	if (at > cap)
+		fail(op, 0, "report too long");
+	if (write(SYNC_FD, out, at) < 0)
+		fail(op, errno, NULL);
+}
+
+// ---- decoding --------------------------------------------------------
+
+static uint64_t le(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+// receive reads one message and its descriptors, and decodes it.
+static void receive(struct prog *p)
+{
+	unsigned char *buf = malloc(MAX_MSG);
+	char cbuf[CMSG_SPACE(JI_MAX_FDS * sizeof(int))];
+	struct iovec iov = {buf, MAX_MSG};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t n;
+	if (!buf)
+		fail(NULL, ENOMEM, NULL);
+	do
+		n = recvmsg(SYNC_FD, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		fail(NULL, errno, NULL);
+	if (n == 0)
+		fail(NULL, 0, "the parent closed the socket before sending a message");
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		fail(NULL, 0, "message from the parent truncated");
+	p->nfds = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < k && p->nfds < JI_MAX_FDS; i++)
+			memcpy(&p->fds[p->nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+
+	const unsigned char *q = buf, *end = buf + n;
+#define NEED(k)                                                        \
+	do {                                                           \
+		if ((size_t)(end - q) < (size_t)(k))                   \
+			fail(NULL, 0, "malformed program: truncated"); \
+	} while (0)
+	NEED(8);
+	if (memcmp(q, JI_MAGIC, 4) != 0)
+		fail(NULL, 0, "malformed program: bad magic");
+	p->n = (uint32_t)le(q + 4, 4);
+	q += 8;
+	if (p->n > 65536)
+		fail(NULL, 0, "malformed program: too many ops");
+	p->ops = calloc(p->n ? p->n : 1, sizeof(struct op));
+	if (!p->ops)
+		fail(NULL, ENOMEM, NULL);
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct op *op = &p->ops[i];
+		NEED(24);
+		op->code = (uint16_t)le(q, 2);
+		op->flags = (uint16_t)le(q + 2, 2);
+		op->nstr = (uint32_t)le(q + 4, 4);
+		op->a = le(q + 8, 8);
+		op->b = le(q + 16, 8);
+		q += 24;
+		if (op->code == 0 || op->code >= JI_CODE_END || op->nstr < JI_META || op->nstr > MAX_ARGS)
+			fail(NULL, 0, "malformed program: bad op");
+		op->s = calloc(op->nstr + 1, sizeof(char *));
+		op->len = calloc(op->nstr, sizeof(uint32_t));
+		if (!op->s || !op->len)
+			fail(NULL, ENOMEM, NULL);
+		for (uint32_t j = 0; j < op->nstr; j++) {
+			NEED(4);
+			uint32_t len = (uint32_t)le(q, 4);
+			q += 4;
+			NEED((size_t)len + 1);
+			if (q[len] != 0 || (op->code != JI_SECCOMP && memchr(q, 0, len)))
+				fail(NULL, 0, "malformed program: bad string");
+			op->s[j] = (char *)q;
+			op->len[j] = len;
+			q += len + 1;
+		}
+	}
+	if (q != end)
+		fail(NULL, 0, "malformed program: trailing bytes");
+#undef NEED
+}
+
+// arg returns op's i-th argument (after the stage, op and path).
+static const char *arg(const struct op *op, uint32_t i)
+{
+	if (JI_META + i >= op->nstr)
+		fail(op, 0, "malformed program: missing argument");
+	return op->s[JI_META + i];
+}
+
+static int slot(const struct prog *p, const struct op *op, uint64_t i)
+{
+	if (i >= (uint64_t)p->nfds)
+		fail(op, 0, "malformed program: no such descriptor");
+	return p->fds[i];
+}
+
+// ---- steps -----------------------------------------------------------
+
+static int mkdir_all(char *path)
+{
+	for (char *s = path + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		int r = mkdir(path, 0755);
+		*s = '/';
+		if (r < 0 && errno != EEXIST)
+			return -1;
+	}
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int bind_tree(const char *src, const char *dst, uint64_t attrs, int recursive)
+{
+	unsigned flags = OPEN_TREE_CLONE | O_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+	int fd = (int)syscall(SYS_open_tree, AT_FDCWD, src, flags);
+	if (fd < 0)
+		return -1;
+	if (attrs) {
+		struct ji_mount_attr ma = {.attr_set = attrs};
+		if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &ma, sizeof(ma)) < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+	}
+	int r = (int)syscall(SYS_move_mount, fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+static int link_up(const char *name)
+{
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = -1;
+	if (fd < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+static int pivot(const char *root)
+{
+	if (chdir(root) < 0)
+		return -1;
+	// pivot_root(".", ".") stacks the old root on the new one; detaching
+	// "." then removes it (pivot_root(2), NOTES).
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return -1;
+	if (umount2(".", MNT_DETACH) < 0)
+		return -1;
+	return chdir("/");
+}
+
+static int lower_rlimit(int resource, uint64_t max)
+{
+	struct rlimit rl;
+	if (getrlimit(resource, &rl) < 0)
+		return -1;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= max)
+		return 0;
+	rl.rlim_max = max;
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > max)
+		rl.rlim_cur = max;
+	return setrlimit(resource, &rl);
+}
+
+static int capset_zero(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof(d));
+	return (int)syscall(SYS_capset, &h, d);
+}
+
+static int load_seccomp(const struct op *op, const char *bpf, size_t len)
+{
+	if (len == 0 || len % sizeof(struct sock_filter) != 0)
+		fail(op, 0, "empty or malformed seccomp program");
+	struct sock_fprog prog = {.len = (unsigned short)(len / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+// lookpath finds file along the directories of path, as execvp(3) would,
+// accepting only regular files with an execute bit.
+static const char *lookpath(const char *file, const char *path)
+{
+	static char buf[4096];
+	if (strchr(file, '/'))
+		return file;
+	for (const char *p = path;; p++) {
+		const char *e = strchrnul(p, ':');
+		int n = (int)(e - p);
+		if (n == 0)
+			snprintf(buf, sizeof(buf), "./%s", file);
+		else
+			snprintf(buf, sizeof(buf), "%.*s/%s", n, p, file);
+		struct stat sb;
+		if (stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 0111))
+			return buf;
+		if (!*e)
+			return NULL;
+		p = e;
+	}
+}
+
+static const char *getenv_in(char **envp, const char *key)
+{
+	size_t k = strlen(key);
+	const char *v = NULL;
+	for (char **e = envp; e && *e; e++)
+		if (strncmp(*e, key, k) == 0 && (*e)[k] == '=')
+			v = *e + k + 1; // the last one wins, as in Go's lookPath
+	return v;
+}
+
+static void run(struct prog *p, int in_call);
+
+// await_call says the jail is prepared, then takes the call: a program
+// of JI_ARGV, JI_ENV and JI_CWD ops, with stdin, stdout and stderr.
+static void await_call(const struct op *op)
+{
+	struct prog call;
+	report(op, "prepared");
+	receive(&call);
+	if (call.nfds != 3)
+		fail(op, 0, "want a command and 3 descriptors");
+	for (int i = 0; i < 3; i++) {
+		if (dup3(call.fds[i], i, 0) < 0)
+			fail(op, errno, NULL);
+		close(call.fds[i]);
+	}
+	run(&call, 1);
+	if (!st.argv || !st.argv[0])
+		fail(op, 0, "the call has no command");
+}
+
+static char **strings(const struct op *op)
+{
+	return op->s + JI_META;
+}
+
+static void run(struct prog *p, int in_call)
+{
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct op *op = &p->ops[i];
+		int r = 0;
+		if (in_call && op->code != JI_ARGV && op->code != JI_ENV && op->code != JI_CWD)
+			fail(op, 0, "malformed call: op not allowed");
+		if ((op->flags & JI_IF_EXISTS) && op->s[2][0]) {
+			struct stat sb;
+			if (lstat(op->s[2], &sb) < 0 && errno == ENOENT)
+				continue;
+		}
+		switch (op->code) {
+		case JI_MARK:
+			mark(op->s[0]);
+			break;
+		case JI_MOUNT:
+			r = mount(arg(op, 0)[0] ? arg(op, 0) : NULL, arg(op, 1), arg(op, 2)[0] ? arg(op, 2) : NULL,
+				  (unsigned long)op->a, arg(op, 3)[0] ? arg(op, 3) : NULL);
+			break;
+		case JI_UMOUNT:
+			r = umount2(arg(op, 0), (int)op->a);
+			break;
+		case JI_MKDIR:
+			r = mkdir(arg(op, 0), (mode_t)op->a);
+			break;
+		case JI_MKDIR_ALL:
+			r = mkdir_all((char *)arg(op, 0));
+			break;
+		case JI_SYMLINK:
+			r = symlink(arg(op, 0), arg(op, 1));
+			break;
+		case JI_CREATE:
+			r = open(arg(op, 0), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, (mode_t)op->a);
+			if (r >= 0)
+				r = close(r);
+			break;
+		case JI_LCHOWN:
+			r = lchown(arg(op, 0), (uid_t)op->a, (gid_t)op->b);
+			break;
+		case JI_BIND:
+			r = bind_tree(arg(op, 0), arg(op, 1), op->a, op->flags & JI_RECURSIVE);
+			break;
+		case JI_MOVE_FD: {
+			int fd = slot(p, op, op->a);
+			r = (int)syscall(SYS_move_mount, fd, "", AT_FDCWD, arg(op, 0), MOVE_MOUNT_F_EMPTY_PATH);
+			int e = errno;
+			close(fd);
+			errno = e;
+			break;
+		}
+		case JI_SETATTR_FD: {
+			struct ji_mount_attr ma = {.attr_set = op->b};
+			r = (int)syscall(SYS_mount_setattr, slot(p, op, op->a), "", AT_EMPTY_PATH, &ma, sizeof(ma));
+			break;
+		}
+		case JI_PIVOT:
+			r = pivot(arg(op, 0));
+			break;
+		case JI_HOSTNAME:
+			r = sethostname(arg(op, 0), strlen(arg(op, 0)));
+			break;
+		case JI_LINK_UP:
+			r = link_up(arg(op, 0));
+			break;
+		case JI_CWD:
+			st.cwd = arg(op, 0);
+			break;
+		case JI_CHDIR:
+			if (!st.cwd)
+				fail(op, 0, "no working directory");
+			r = chdir(st.cwd);
+			if (r < 0)
+				fail(op, errno, NULL);
+			break;
+		case JI_JOIN_CGROUP:
+			for (uint64_t k = 0; k < op->b; k++) {
+				int fd = slot(p, op, op->a + k);
+				if (write(fd, "0", 1) != 1)
+					fail(op, errno, NULL);
+				close(fd);
+			}
+			break;
+		case JI_RLIMIT:
+			r = lower_rlimit((int)op->a, op->b);
+			break;
+		case JI_SECUREBITS:
+			r = prctl(PR_SET_SECUREBITS, (unsigned long)op->a, 0, 0, 0);
+			break;
+		case JI_CAPBSET_DROP:
+			for (uint64_t c = 0; c <= op->a && r == 0; c++)
+				r = prctl(PR_CAPBSET_DROP, (unsigned long)c, 0, 0, 0);
+			break;
+		case JI_AMBIENT_CLEAR:
+			r = prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+			break;
+		case JI_SETGROUPS:
+			r = (int)syscall(SYS_setgroups, 0, NULL);
+			break;
+		case JI_SETRESGID:
+			r = (int)syscall(SYS_setresgid, (gid_t)op->a, (gid_t)op->a, (gid_t)op->a);
+			break;
+		case JI_SETRESUID:
+			r = (int)syscall(SYS_setresuid, (uid_t)op->a, (uid_t)op->a, (uid_t)op->a);
+			break;
+		case JI_CAPSET_ZERO:
+			r = capset_zero();
+			break;
+		case JI_NO_NEW_PRIVS:
+			r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+			break;
+		case JI_SECCOMP:
+			r = load_seccomp(op, arg(op, 0), op->len[JI_META]);
+			break;
+		case JI_PDEATHSIG:
+			r = prctl(PR_SET_PDEATHSIG, (unsigned long)op->a, 0, 0, 0);
+			break;
+		case JI_ARGV:
+			st.argv = strings(op);
+			break;
+		case JI_ENV:
+			st.envp = strings(op);
+			break;
+		case JI_AWAIT_CALL:
+			await_call(op);
+			break;
+		case JI_LOOKPATH: {
+			if (!st.argv || !st.argv[0])
+				fail(op, 0, "no command");
+			const char *path = getenv_in(st.envp, "PATH");
+			st.path = lookpath(st.argv[0], path ? path : arg(op, 0));
+			if (!st.path)
+				fail_at(op, st.argv[0], ENOENT, "command not found in the jail's PATH: no such file or directory");
+			break;
+		}
+		case JI_READY:
+			report(op, "ready");
+			break;
+		case JI_EXEC:
+			if (!st.path)
+				fail(op, 0, "no command");
+			execve(st.path, st.argv, st.envp);
+			fail_at(op, st.path, errno, NULL);
+			break;
+		}
+		if (r < 0)
+			fail(op, errno, NULL);
+	}
+}
+
+// mark_all_cloexec is close_range(CLOSE_RANGE_CLOEXEC) for kernels before
+// 5.11.
+static void mark_all_cloexec(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		if (fd > 2 && fd != dirfd(d))
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	closedir(d);
+}
+
+__attribute__((constructor)) static void neonbox_init(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], "neonbox-init") != 0)
+		return;
+	mark("started");
+	// Nothing but stdin, stdout and stderr may reach CMD: not the sync
+	// socket (its closing at execve tells the parent exec worked), and
+	// not any descriptor the caller left open without close-on-exec (a
+	// directory fd would be a way out of the jail, as in runc's
+	// CVE-2024-21626).
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		mark_all_cloexec();
+	struct prog p;
+	receive(&p);
+	run(&p, 0);
+	fail(NULL, 0, "the program ended without exec");
+}

@@ -1,0 +1,223 @@
+package jailinit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
+)
+
+// These tests start the test binary itself as "neonbox-init", without new
+// namespaces: the init runs whatever program it gets, so steps that need
+// no privilege show how it executes, reports and execs.
+
+type reply struct {
+	Ready    bool `json:"ready"`
+	Prepared bool `json:"prepared"`
+	Steps    []struct {
+		Name string `json:"name"`
+		At   int64  `json:"at"`
+	} `json:"steps"`
+	Error *struct {
+		Stage   string `json:"stage"`
+		Op      string `json:"op"`
+		Path    string `json:"path"`
+		Errno   int    `json:"errno"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type outcome struct {
+	replies []reply
+	stdout  string
+	exit    int
+}
+
+// runInit starts the init, sends msg and collects its replies until EOF.
+func runInit(t *testing.T, msg []byte) outcome {
+	t.Helper()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	parent, child := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
+	defer parent.Close()
+	var stdout bytes.Buffer
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: &stdout, ExtraFiles: []*os.File{child}}
+	require.NoError(t, cmd.Start())
+	child.Close()
+	require.NoError(t, unix.Sendmsg(int(parent.Fd()), msg, nil, nil, 0))
+	var o outcome
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := parent.Read(buf)
+		if n == 0 || err != nil {
+			break
+		}
+		var r reply
+		require.NoError(t, json.Unmarshal(buf[:n], &r), "reply %q", buf[:n])
+		o.replies = append(o.replies, r)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &ee)
+		o.exit = ee.ExitCode()
+	}
+	o.stdout = stdout.String()
+	return o
+}
+
+func encode(t *testing.T, p *jailinit.Program) []byte {
+	t.Helper()
+	b, err := p.Encode()
+	require.NoError(t, err)
+	return b
+}
+
+// execTail ends a program the way the runtime does.
+func execTail(p *jailinit.Program, argv, env []string, cwd string) {
+	p.Argv(argv)
+	p.Env(env)
+	p.Cwd(cwd)
+	p.Stage("cwd")
+	p.Chdir()
+	p.Stage("exec")
+	p.LookPath("/usr/bin:/bin")
+	p.Stage("done")
+	p.Mark()
+	p.Stage("sync")
+	p.Ready()
+	p.Stage("exec")
+	p.Exec()
+}
+
+func TestInitExecsTheCommand(t *testing.T) {
+	dir := t.TempDir()
+	var p jailinit.Program
+	p.Stage("setup")
+	p.Mkdir(filepath.Join(dir, "made"), 0o700)
+	p.Symlink("made", filepath.Join(dir, "link"))
+	execTail(&p, []string{"sh", "-c", `echo "$X"; pwd; readlink link`}, []string{"X=from the program", "PATH=/nonexistent:/bin"}, dir)
+
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	assert.True(t, o.replies[0].Ready)
+	var names []string
+	for _, s := range o.replies[0].Steps {
+		names = append(names, s.Name)
+	}
+	assert.Equal(t, []string{"started", "done"}, names)
+	assert.Equal(t, 0, o.exit)
+	assert.Equal(t, "from the program\n"+dir+"\nmade\n", o.stdout)
+	st, err := os.Stat(filepath.Join(dir, "made"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm()&^0o022)
+}
+
+func TestInitReportsTheFailedStep(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing", "x")
+	var p jailinit.Program
+	p.Stage("rootfs")
+	p.Mkdir(missing, 0o755)
+	execTail(&p, []string{"true"}, nil, dir)
+
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	e := o.replies[0].Error
+	require.NotNil(t, e)
+	assert.Equal(t, "rootfs", e.Stage)
+	assert.Equal(t, "mkdir", e.Op)
+	assert.Equal(t, missing, e.Path)
+	assert.Equal(t, int(unix.ENOENT), e.Errno)
+	assert.Equal(t, 1, o.exit)
+}
+
+func TestInitReportsAMissingCommand(t *testing.T) {
+	var p jailinit.Program
+	execTail(&p, []string{"no-such-command-here"}, []string{"PATH=/bin"}, "/")
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	e := o.replies[0].Error
+	require.NotNil(t, e)
+	assert.Equal(t, "exec", e.Stage)
+	assert.Equal(t, "no-such-command-here", e.Path)
+	assert.Equal(t, int(unix.ENOENT), e.Errno)
+	assert.Contains(t, e.Message, "command not found")
+}
+
+func TestInitSkipsOptionalStepsOnMissingTargets(t *testing.T) {
+	dir := t.TempDir()
+	var p jailinit.Program
+	p.Stage("proc")
+	// Would fail (not root, and no such target) if it were not skipped.
+	p.BindIfExists("/dev/null", filepath.Join(dir, "absent"), 0, true)
+	p.Mkdir(filepath.Join(dir, "after"), 0o755)
+	execTail(&p, []string{"true"}, nil, dir)
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	assert.Nil(t, o.replies[0].Error)
+	assert.DirExists(t, filepath.Join(dir, "after"))
+}
+
+func TestInitLoadsSeccompPrograms(t *testing.T) {
+	// One instruction: return SECCOMP_RET_ALLOW. Its bytes hold NULs.
+	allow := []byte{0x06, 0, 0, 0, 0, 0, 0xff, 0x7f}
+	var p jailinit.Program
+	p.Stage("credentials")
+	p.NoNewPrivs()
+	p.Seccomp(allow)
+	p.Seccomp(allow)
+	execTail(&p, []string{"grep", "-E", "^(Seccomp|Seccomp_filters|NoNewPrivs):", "/proc/self/status"}, nil, "/")
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	assert.Nil(t, o.replies[0].Error)
+	assert.Contains(t, o.stdout, "NoNewPrivs:\t1")
+	assert.Contains(t, o.stdout, "Seccomp:\t2")
+	assert.Contains(t, o.stdout, "Seccomp_filters:\t2")
+}
+
+func TestInitRefusesMalformedPrograms(t *testing.T) {
+	var p jailinit.Program
+	execTail(&p, []string{"true"}, nil, "/")
+	good := encode(t, &p)
+	for name, msg := range map[string][]byte{
+		"bad magic": append([]byte("XXXX"), good[4:]...),
+		"truncated": good[:len(good)-3],
+		"trailing":  append(append([]byte{}, good...), 0),
+		"no ops":    []byte("NBI1\x05\x00\x00\x00"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := runInit(t, msg)
+			require.Len(t, o.replies, 1)
+			e := o.replies[0].Error
+			require.NotNil(t, e)
+			assert.Equal(t, "config", e.Stage)
+			assert.Contains(t, e.Message, "malformed program")
+			assert.Equal(t, 1, o.exit)
+		})
+	}
+}
+
+func TestEncodeRefusesNULsOutsideSeccomp(t *testing.T) {
+	var p jailinit.Program
+	p.Argv([]string{"sh", "a\x00b"})
+	_, err := p.Encode()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "NUL")
+}
+
+func TestNotAnInitStartsAsUsual(t *testing.T) {
+	// This test binary links the init; started under its own name it
+	// must run the tests, which is what is happening now. Started under
+	// another name it must not wait for a program either.
+	out, err := exec.Command("/proc/self/exe", "-test.run", "^$").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}

@@ -1,0 +1,329 @@
+package nsjail
+
+// Runs in the parent: turns a childConfig into the program the jail's
+// init runs (internal/jailinit). The init builds the new root on a tmpfs
+// in the run dir, pivots into it, drops every privilege and execs CMD,
+// step by step as written here. Stage names in errors: "config",
+// "rootfs", "binds", "dev", "tmp", "proc", "workspace", "pivot_root",
+// "hostname", "network", "call", "cwd", "exec", "cgroup", "credentials",
+// "sync".
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
+	"github.com/neonbox/neonbox-ns/internal/linux"
+	"github.com/neonbox/neonbox-ns/overlay"
+)
+
+// Device nodes bound from the host into the jail's /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// /proc paths hidden or made read-only, as OCI runtimes do (runc's and
+// crun's defaults): they expose the host kernel's state or let a process
+// change it even from inside namespaces.
+var (
+	procMasked = []string{
+		"acpi", "asound", "kcore", "keys", "latency_stats", "timer_list",
+		"timer_stats", "sched_debug", "scsi", "interrupts",
+	}
+	procReadOnly = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+)
+
+// Mount attributes of a read-only bind of a host directory.
+const roBind = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+
+// maxOpenFiles caps RLIMIT_NOFILE in the jail.
+const maxOpenFiles = 65536
+
+// layersDir is where a deferred init keeps the overlay's layers, inside
+// the new root, until the command comes.
+const layersDir = "/.layers"
+
+// Descriptor slots of the config message: the idmapped workspace (when
+// cfg.WorkspaceFD), then cfg.CgroupTasks tasks files.
+func workspaceSlot(cfg *childConfig) int { return 0 }
+func tasksSlot(cfg *childConfig) int {
+	if cfg.WorkspaceFD {
+		return 1
+	}
+	return 0
+}
+
+// jailProgram is what the init runs for cfg.
+func jailProgram(cfg *childConfig) ([]byte, error) {
+	last, err := lastCap()
+	if err != nil {
+		return nil, stepError("credentials", err)
+	}
+	var p jailinit.Program
+	p.Stage("config")
+	p.Mark()
+	buildRoot(&p, cfg)
+	p.Stage("hostname")
+	p.Hostname(cfg.Hostname)
+	if !cfg.Network {
+		p.Stage("network")
+		p.LinkUp("lo")
+	}
+	if cfg.Deferred {
+		p.Stage("call")
+		p.AwaitCall()
+		p.Mark()
+		if !cfg.ReadOnlyWorkspace {
+			mountDeferredWorkspace(&p, cfg)
+		}
+	} else {
+		p.Argv(cfg.Argv)
+		p.Env(cfg.Env)
+		p.Cwd(cfg.Cwd)
+	}
+	p.Stage("cwd")
+	p.Chdir()
+	p.Stage("exec")
+	p.LookPath(DefaultPath)
+	p.Stage("network")
+	p.Mark()
+	// Last before the credentials go, so that the init's own setup is
+	// not charged to the run: the init's thread joins the v1 cgroup and
+	// takes CMD in with it at execve.
+	if cfg.CgroupTasks > 0 {
+		p.Stage("cgroup")
+		p.JoinCgroup(tasksSlot(cfg), cfg.CgroupTasks)
+		p.Mark()
+	}
+	dropPrivileges(&p, cfg, last)
+	p.Stage("credentials")
+	p.Mark()
+	p.Stage("sync")
+	p.Ready()
+	p.Stage("exec")
+	p.Exec()
+	return p.Encode()
+}
+
+// callProgram gives a deferred init its command.
+func callProgram(argv, env []string, cwd string) ([]byte, error) {
+	var p jailinit.Program
+	p.Stage("call")
+	p.Argv(argv)
+	p.Env(env)
+	p.Cwd(cwd)
+	return p.Encode()
+}
+
+var lastCap = sync.OnceValues(linux.LastCap)
+
+func buildRoot(p *jailinit.Program, cfg *childConfig) {
+	root := filepath.Join(cfg.RunDir, "root")
+	p.Stage("rootfs")
+	// Mount events must not travel between the jail and the host.
+	p.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+	p.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m")
+	for _, d := range []string{"proc", "dev", "tmp", "home", "root", "var", "run", "etc"} {
+		p.Mkdir(filepath.Join(root, d), 0o755)
+	}
+	for _, l := range cfg.Symlinks {
+		p.MkdirAll(filepath.Join(root, filepath.Dir(l.Path)))
+		p.Symlink(l.Target, filepath.Join(root, l.Path))
+	}
+	p.Stage("binds")
+	for _, dir := range cfg.ReadOnly {
+		dst := filepath.Join(root, dir)
+		p.MkdirAll(dst)
+		p.Bind(dir, dst, roBind, true)
+	}
+	for _, f := range cfg.Masked {
+		p.Bind("/dev/null", filepath.Join(root, f), unix.MOUNT_ATTR_RDONLY, true)
+	}
+	buildDev(p, filepath.Join(root, "dev"), cfg.DevPts)
+	p.Stage("tmp")
+	tmp := filepath.Join(root, "tmp")
+	p.Mount("tmpfs", tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	home := filepath.Join(tmp, "home")
+	p.Mkdir(home, 0o700)
+	p.Lchown(home, cfg.UID, cfg.GID)
+	// Policy binds come after /tmp and /dev so that those do not hide them.
+	p.Stage("binds")
+	for _, b := range cfg.Binds {
+		dst := filepath.Join(root, b.Path)
+		p.MkdirAll(dst)
+		attrs := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if b.ReadOnly {
+			attrs |= unix.MOUNT_ATTR_RDONLY
+		}
+		p.Bind(b.Path, dst, attrs, true)
+	}
+	// proc must be mounted while the host's /proc is still visible: the
+	// kernel only lets a user namespace mount procfs where it could see
+	// a full proc mount already (fs/namespace.c, mount_too_revealing).
+	mountProc(p, filepath.Join(root, "proc"))
+	p.Stage("workspace")
+	mountWorkspace(p, cfg, root)
+	p.Stage("rootfs")
+	p.Mount("", root, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	p.Stage("pivot_root")
+	p.Pivot(root)
+	p.Stage("rootfs")
+	p.Mark()
+}
+
+// mountWorkspace mounts the overlay that the run writes through. The lower
+// layer is first attached at RunDir/lower (from the idmapped fd the parent
+// sent, or as a bind of the workspace) and detached again once overlay
+// holds it, so it is never reachable from the jail.
+func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
+	dst := filepath.Join(root, cfg.Workspace)
+	p.MkdirAll(dst)
+	if cfg.ReadOnlyWorkspace {
+		// No fs-write capability: writes fail with EROFS and there is
+		// nothing to commit.
+		const attrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+		if cfg.WorkspaceFD {
+			p.SetAttrFD(workspaceSlot(cfg), attrs, cfg.Workspace)
+			p.MoveFD(workspaceSlot(cfg), dst)
+		} else {
+			p.Bind(cfg.Workspace, dst, attrs, true)
+		}
+		return
+	}
+	if cfg.Deferred {
+		stageLayers(p, cfg, root)
+		return
+	}
+	lower := filepath.Join(cfg.RunDir, "lower")
+	attachLower(p, cfg, lower)
+	data, err := overlay.MountData(lower, filepath.Join(cfg.RunDir, "upper"), filepath.Join(cfg.RunDir, "work"))
+	if err != nil {
+		p.Fail(err)
+		return
+	}
+	p.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
+	p.Unmount(lower, unix.MNT_DETACH)
+}
+
+// attachLower puts the workspace's lower layer at dst: the idmapped mount
+// the parent sent, or a bind of the workspace.
+func attachLower(p *jailinit.Program, cfg *childConfig, dst string) {
+	if cfg.WorkspaceFD {
+		p.MoveFD(workspaceSlot(cfg), dst)
+		return
+	}
+	p.Bind(cfg.Workspace, dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
+}
+
+// mountProc mounts the jail's /proc and masks the paths OCI runtimes mask.
+// Paths this kernel does not have are skipped.
+func mountProc(p *jailinit.Program, proc string) {
+	p.Stage("proc")
+	p.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	for _, name := range procMasked {
+		dst := filepath.Join(proc, name)
+		// The jail's procfs and the host's show the same kernel.
+		if st, err := os.Lstat(filepath.Join("/proc", name)); err == nil && st.IsDir() {
+			p.MountIfExists("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+		} else {
+			p.BindIfExists("/dev/null", dst, unix.MOUNT_ATTR_RDONLY, true)
+		}
+	}
+	for _, name := range procReadOnly {
+		dst := filepath.Join(proc, name)
+		p.BindIfExists(dst, dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true)
+	}
+}
+
+// stageLayers puts the run dir (whose upper and work dirs overlay needs on
+// one mount) at layersDir in the new root, with the workspace's lower
+// layer on its lower/, so that the overlay can be mounted after the
+// pivot.
+func stageLayers(p *jailinit.Program, cfg *childConfig, root string) {
+	dst := filepath.Join(root, layersDir)
+	p.Mkdir(dst, 0o700)
+	p.Bind(cfg.RunDir, dst, 0, false)
+	attachLower(p, cfg, filepath.Join(dst, "lower"))
+}
+
+// mountDeferredWorkspace mounts the overlay from the staged layers, after
+// the pivot, and takes the layers out of the jail's sight.
+func mountDeferredWorkspace(p *jailinit.Program, cfg *childConfig) {
+	p.Stage("workspace")
+	data, err := overlay.MountData(layersDir+"/lower", layersDir+"/upper", layersDir+"/work")
+	if err != nil {
+		p.Fail(err)
+		return
+	}
+	p.Mount("overlay", cfg.Workspace, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
+	p.Stage("overlay")
+	p.Mark()
+	p.Stage("workspace")
+	p.Unmount(layersDir, unix.MNT_DETACH)
+	// The empty mount point stays in the read-only root: cover it.
+	p.Mount("tmpfs", layersDir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+	p.Stage("layers_hidden")
+	p.Mark()
+}
+
+// buildDev makes a minimal /dev: a few host device nodes bound in, the
+// usual symlinks, a private /dev/shm and, for terminals, a private devpts.
+func buildDev(p *jailinit.Program, dev string, pts bool) {
+	p.Stage("dev")
+	p.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k")
+	for _, n := range devNodes {
+		dst := filepath.Join(dev, n)
+		p.Create(dst, 0o666)
+		p.Bind("/dev/"+n, dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, true)
+	}
+	links := [][2]string{
+		{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
+		{"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+	}
+	if pts {
+		links = append(links, [2]string{"ptmx", "pts/ptmx"})
+	}
+	for _, l := range links {
+		p.Symlink(l[1], filepath.Join(dev, l[0]))
+	}
+	shm := filepath.Join(dev, "shm")
+	p.Mkdir(shm, 0o1777)
+	p.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	if pts {
+		dir := filepath.Join(dev, "pts")
+		p.Mkdir(dir, 0o755)
+		p.Mount("devpts", dir, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	}
+	p.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "")
+}
+
+// dropPrivileges leaves the init with no capabilities in any set and no
+// way back: securebits keep uid 0 from regaining them at execve
+// (capabilities(7), "The securebits flags"), the bounding set is empty,
+// no_new_privs is set, the jail ids are cfg.UID and cfg.GID, and the
+// seccomp filters are loaded.
+func dropPrivileges(p *jailinit.Program, cfg *childConfig, lastCap int) {
+	p.Stage("credentials")
+	// No core dumps (they would land in the workspace and could leak
+	// memory contents into a commit), and a ceiling on open files.
+	p.Rlimit(unix.RLIMIT_CORE, 0)
+	p.Rlimit(unix.RLIMIT_NOFILE, maxOpenFiles)
+	p.Securebits(linux.SecbitNoroot | linux.SecbitNorootLocked | linux.SecbitKeepCapsLocked |
+		linux.SecbitNoCapAmbientRaise | linux.SecbitNoCapAmbientRaiseLockd)
+	p.CapbsetDrop(lastCap)
+	p.AmbientClear()
+	if cfg.SetGroups {
+		p.Setgroups()
+	}
+	p.Setresgid(cfg.GID)
+	p.Setresuid(cfg.UID)
+	p.CapsetZero()
+	p.NoNewPrivs()
+	for _, prog := range cfg.Seccomp {
+		p.Seccomp(prog)
+	}
+	// A change of credentials clears the parent-death signal; set it
+	// again so the jail dies with neonbox-ns.
+	p.Pdeathsig(int(unix.SIGKILL))
+}
