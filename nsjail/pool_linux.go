@@ -25,6 +25,7 @@ type Pool struct {
 	ids     idPlan
 	filters [][]byte
 	ready   chan *warmJail
+	slots   chan struct{} // one per jail the pool may hold or run
 	ctx     context.Context
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
@@ -57,7 +58,7 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{tmpl: o, ids: ids, filters: filters, ready: make(chan *warmJail, size)}
+	p := &Pool{tmpl: o, ids: ids, filters: filters, ready: make(chan *warmJail, size), slots: make(chan struct{}, size)}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	// The first jail is prepared now, so that a pool that cannot work
 	// says so at once.
@@ -66,6 +67,7 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 		p.cancel()
 		return nil, err
 	}
+	p.slots <- struct{}{}
 	p.ready <- w
 	for i := 0; i < size; i++ {
 		p.bg.Add(1)
@@ -74,12 +76,22 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 	return p, nil
 }
 
-// fill keeps preparing jails while the pool is open.
+// fill keeps preparing jails while the pool is open. A jail is prepared
+// only in a free slot, and a call frees its slot once it has ended and
+// been torn down: the jail that replaces a used one (a process start,
+// mounts) is not prepared while the call runs, competing with it for the
+// CPU.
 func (p *Pool) fill() {
 	defer p.bg.Done()
 	for p.ctx.Err() == nil {
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.ctx.Done():
+			return
+		}
 		w, err := p.prepare()
 		if err != nil {
+			<-p.slots
 			p.mu.Lock()
 			p.lastErr = err
 			p.mu.Unlock()
@@ -93,6 +105,7 @@ func (p *Pool) fill() {
 		case p.ready <- w:
 		case <-p.ctx.Done():
 			p.discard(w)
+			<-p.slots
 		}
 	}
 }
@@ -205,6 +218,7 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 		p.bg.Add(1)
 		go func() {
 			defer p.bg.Done()
+			defer func() { <-p.slots }()
 			if err := w.teardown(); err != nil {
 				p.mu.Lock()
 				p.lastErr = err
@@ -296,6 +310,7 @@ func (p *Pool) returnUnused(w *warmJail) {
 	case p.ready <- w:
 	default:
 		p.discard(w)
+		<-p.slots
 	}
 }
 
@@ -315,6 +330,7 @@ func (p *Pool) Close() error {
 		select {
 		case w := <-p.ready:
 			p.discard(w)
+			<-p.slots
 		default:
 			return nil
 		}
