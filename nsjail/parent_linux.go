@@ -43,6 +43,16 @@ type jailResult struct {
 	exitTime  time.Time
 	state     *os.ProcessState
 	cause     error // errTimeout or errCanceled if the run was killed
+	mountNS   *os.File
+}
+
+// releaseMountNS lets go of the jail's mount namespace (see holdMountNS):
+// its mounts are torn down now, in the caller's time.
+func (r *jailResult) releaseMountNS() {
+	if r.mountNS != nil {
+		r.mountNS.Close()
+		r.mountNS = nil
+	}
 }
 
 // jail is a started init, seen from the parent.
@@ -144,11 +154,26 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 		parentEnd.Close()
 		return nil, stepError("spawn", err)
 	}
-	j.res = &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}}
+	mountNS := holdMountNS(cmd.Process.Pid)
+	j.res = &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}, mountNS: mountNS}
 	if se := j.sendConfig(tasks); se != nil {
 		j.res.setupErr = se
 	}
 	return j, nil
+}
+
+// holdMountNS opens the jail's mount namespace, so that it outlives the
+// jail's last process: when CMD exits, the kernel would otherwise tear
+// down the jail's mounts, and wait for an RCU grace period, before the
+// parent learns that CMD has exited. Held, that happens when the parent
+// closes the file, after it has the result. Without the file (an error
+// opening it) the namespace simply goes with the jail.
+func holdMountNS(pid int) *os.File {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // sendConfig sends the init its program, with the idmapped workspace as

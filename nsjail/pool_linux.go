@@ -153,6 +153,9 @@ func (p *Pool) prepare() (*warmJail, error) {
 }
 
 func (w *warmJail) teardown() error {
+	if w.j != nil {
+		w.j.res.releaseMountNS()
+	}
 	var errs []error
 	if w.cg != nil {
 		errs = append(errs, w.cg.Kill(), w.cg.Delete())

@@ -149,6 +149,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.RollbackPerformed = true
 		return r, nil
 	}
+	// The jail's mounts go while the result is read and the workspace
+	// finished, before the run dir is removed.
+	released := make(chan struct{})
+	go func() { res.releaseMountNS(); close(released) }()
+	defer func() { <-released }()
 	if stdout != nil {
 		r.Stdout, r.StdoutTruncated = stdout.result()
 		r.Stderr, r.StderrTruncated = stderr.result()
