@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,9 +29,11 @@ const benchUsage = `Usage: neonbox-ns bench [flags] [-- CMD [ARG...]]
 Measures the wall time of CMD (default /bin/true) run plainly, under
 unshare -Urmpnf, under bwrap (each only if installed) and under
 neonbox-ns exec with the default policy, interleaved (A B C D A B ...)
-after a warm-up, then with -j workers in parallel. Prints median, p95,
-p99, min, runs/s and the ratio of each to bwrap, and neonbox-ns's own
-phases from its receipts.
+after a warm-up, then with -j workers in parallel. With --pool, also
+calls of a warm nsjail.Pool (jails prepared ahead, each call still a
+fresh jail) made from this process. Prints median, p95, p99, min, runs/s
+and the ratio of each to bwrap, and neonbox-ns's own phases from its
+receipts.
 
 Flags:
 `
@@ -41,6 +44,8 @@ type runner struct {
 	argv func(ws string) []string
 	// receipts: the runner prints a neonbox-ns receipt on stdout.
 	receipts bool
+	// call, if set, runs the command in this process instead (a Pool).
+	call func(ws string) (sample, error)
 }
 
 // sample is one timed run.
@@ -76,6 +81,8 @@ type BenchReport struct {
 	Missing  []string           `json:"missing,omitempty"`
 	Phases   map[string]float64 `json:"neonbox_phases_median_ms"`
 	JailPeak float64            `json:"neonbox_jail_peak_memory_mb_median"`
+	// PoolPhases are the phases of a Pool call (with --pool).
+	PoolPhases map[string]float64 `json:"pool_phases_median_ms,omitempty"`
 }
 
 func benchMain(args []string, stdout, stderr io.Writer) int {
@@ -85,6 +92,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	warm := fs.Int("warmup", 10, "untimed runs per runner first")
 	jobs := fs.Int("j", 2, "parallel workers for the throughput measurement (0: skip)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	withPool := fs.Bool("pool", false, "also measure calls of a warm nsjail.Pool")
 	sep := slices.Index(args, "--")
 	flagArgs, cmd := args, []string{"/bin/true"}
 	if sep >= 0 {
@@ -114,7 +122,12 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	state := filepath.Join(base, "state")
 
 	runners, missing := benchRunners(self, state, cmd)
-	rep := BenchReport{Machine: machineInfo(), Command: cmd, Jobs: *jobs, Missing: missing, Phases: map[string]float64{}}
+	if *withPool {
+		pools := &benchPools{state: state, cmd: cmd, byWS: map[string]*nsjail.Pool{}}
+		defer pools.close()
+		runners = append(runners, runner{name: "pool", call: pools.call})
+	}
+	rep := BenchReport{Machine: machineInfo(), Command: cmd, Jobs: *jobs, Missing: missing}
 	fmt.Fprintf(stderr, "bench: %d warm-up and %d timed runs per runner, interleaved; %s\n", *warm, *n, strings.Join(names(runners), ", "))
 
 	ws := filepath.Join(base, "ws")
@@ -156,7 +169,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			rep.Runners[i].RatioToBwrap = round3(rep.Runners[i].MedianMS / bwrap)
 		}
 	}
-	phases(samples["neonbox-ns"], &rep)
+	rep.Phases = phases(samples["neonbox-ns"], &rep.JailPeak)
+	if *withPool {
+		rep.PoolPhases = phases(samples["pool"], new(float64))
+	}
 
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -201,6 +217,9 @@ func names(rs []runner) []string {
 }
 
 func runOnce(r runner, ws string) (sample, error) {
+	if r.call != nil {
+		return r.call(ws)
+	}
 	argv := r.argv(ws)
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Dir = ws
@@ -235,13 +254,22 @@ func runOnce(r runner, ws string) (sample, error) {
 func parallelThroughput(r runner, base string, jobs, n int) (float64, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, jobs)
-	start := time.Now()
-	per := max(n/jobs, 1)
+	var dirs []string
 	for w := 0; w < jobs; w++ {
 		ws := filepath.Join(base, fmt.Sprintf("ws-%s-%d", r.name, w))
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			return 0, err
 		}
+		// An untimed run per worker first: a pool is made on its
+		// first call.
+		if _, err := runOnce(r, ws); err != nil {
+			return 0, err
+		}
+		dirs = append(dirs, ws)
+	}
+	start := time.Now()
+	per := max(n/jobs, 1)
+	for _, ws := range dirs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -288,8 +316,10 @@ func quantile(sorted []float64, q float64) float64 {
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
 
-// phases takes the median of each phase over neonbox-ns's receipts.
-func phases(ss []sample, rep *BenchReport) {
+// phases takes the median of each phase over the samples' receipts, and
+// of the jail's peak memory.
+func phases(ss []sample, jailPeak *float64) map[string]float64 {
+	out := map[string]float64{}
 	cols := map[string][]float64{}
 	var peaks []float64
 	for _, s := range ss {
@@ -307,10 +337,51 @@ func phases(ss []sample, rep *BenchReport) {
 	}
 	for k, v := range cols {
 		sort.Float64s(v)
-		rep.Phases[k] = round3(quantile(v, 0.5))
+		out[k] = round3(quantile(v, 0.5))
 	}
 	sort.Float64s(peaks)
-	rep.JailPeak = round3(quantile(peaks, 0.5))
+	*jailPeak = round3(quantile(peaks, 0.5))
+	return out
+}
+
+// benchPools keeps one Pool per workspace (the -j workers each have
+// their own) and times calls to it.
+type benchPools struct {
+	state string
+	cmd   []string
+	mu    sync.Mutex
+	byWS  map[string]*nsjail.Pool
+}
+
+func (b *benchPools) call(ws string) (sample, error) {
+	b.mu.Lock()
+	p, ok := b.byWS[ws]
+	if !ok {
+		var err error
+		p, err = nsjail.NewPool(context.Background(), nsjail.Options{Workspace: ws, StateDir: b.state}, 2)
+		if err != nil {
+			b.mu.Unlock()
+			return sample{}, err
+		}
+		b.byWS[ws] = p
+	}
+	b.mu.Unlock()
+	start := time.Now()
+	r, err := p.Exec(context.Background(), nsjail.Options{Command: b.cmd})
+	wall := time.Since(start)
+	if err != nil {
+		return sample{}, err
+	}
+	if r.Status != nsjail.StatusSuccess {
+		return sample{}, fmt.Errorf("pool call failed: %s %v", r.Status, r.Error)
+	}
+	return sample{wall: wall, receipt: r}, nil
+}
+
+func (b *benchPools) close() {
+	for _, p := range b.byWS {
+		_ = p.Close()
+	}
 }
 
 func machineInfo() map[string]string {
@@ -354,5 +425,31 @@ func printBench(w io.Writer, rep *BenchReport) {
 	for _, k := range spawn {
 		fmt.Fprintf(w, " %s %.2f", strings.TrimPrefix(k, "spawn."), rep.Phases[k])
 	}
-	fmt.Fprintf(w, "\njail peak memory (median): %.2f MB; neonbox-ns process peak RSS (max): %d KiB\n", rep.JailPeak, rep.Runners[len(rep.Runners)-1].MaxRSSKiB)
+	var rss int64
+	for _, s := range rep.Runners {
+		if s.Runner == "neonbox-ns" {
+			rss = s.MaxRSSKiB
+		}
+	}
+	fmt.Fprintf(w, "\njail peak memory (median): %.2f MB; neonbox-ns process peak RSS (max): %d KiB\n", rep.JailPeak, rss)
+	if rep.PoolPhases != nil {
+		fmt.Fprintf(w, "pool call phases (median ms):")
+		for _, k := range []string{"prepare", "spawn", "run", "finish", "total"} {
+			fmt.Fprintf(w, " %s %.2f", k, rep.PoolPhases[k])
+		}
+		var steps []string
+		for k := range rep.PoolPhases {
+			if strings.HasPrefix(k, "spawn.") {
+				steps = append(steps, k)
+			}
+		}
+		sort.Slice(steps, func(i, j int) bool { return rep.PoolPhases[steps[i]] < rep.PoolPhases[steps[j]] })
+		fmt.Fprintf(w, "\npool call steps (ms after the command was sent):")
+		for _, k := range steps {
+			if rep.PoolPhases[k] >= 0 {
+				fmt.Fprintf(w, " %s %.2f", strings.TrimPrefix(k, "spawn."), rep.PoolPhases[k])
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }
