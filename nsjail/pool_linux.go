@@ -54,7 +54,7 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	filters, err := compileFilters(o.Policy)
+	filters, err := compileFilters(o.Policy, o.StateDir)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		stderr = &boundedBuffer{limit: o.OutputLimit}
 		o.Stdout, o.Stderr = stdout, stderr
 	}
-	filters, err := compileFilters(o.Policy)
+	filters, err := compileFilters(o.Policy, o.StateDir)
 	if err != nil {
 		r.sandboxError(stepError("seccomp", err))
 		return r, nil
@@ -389,14 +389,17 @@ func policyRef(p *policies.Policy) PolicyRef {
 
 // compileFilters returns neonbox-ns's own filter and, stacked after it,
 // the policy's: the kernel applies both, so a policy can only restrict.
-func compileFilters(p *policies.Policy) ([][]byte, error) {
-	own, err := seccomp.CompileDefault(p.Has(policies.Subprocess))
+// Compiled programs are kept in the state dir, so that a new neonbox-ns
+// process reads them back instead of compiling them again.
+func compileFilters(p *policies.Policy, stateDir string) ([][]byte, error) {
+	cache := filepath.Join(stateDir, "seccomp")
+	own, err := seccomp.CompileDefaultIn(cache, p.Has(policies.Subprocess))
 	if err != nil {
 		return nil, err
 	}
 	out := [][]byte{own.BPF}
 	if p.Seccomp != nil {
-		extra, err := seccomp.Compile(p.Seccomp)
+		extra, err := seccomp.CompileIn(cache, p.Seccomp)
 		if err != nil {
 			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
 		}

@@ -48,12 +48,10 @@ func CompileDefault(subprocess bool) (*Program, error) {
 // Compile turns p into a BPF program, or returns the one compiled for an
 // identical profile earlier in this process.
 func Compile(p *specs.LinuxSeccomp) (*Program, error) {
-	raw, err := json.Marshal(p)
+	_, hash, err := profileHash(p)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(raw)
-	hash := fmt.Sprintf("%x", sum[:16])
 	if prog, ok := cache.Load(hash); ok {
 		return prog.(*Program), nil
 	}
@@ -63,6 +61,16 @@ func Compile(p *specs.LinuxSeccomp) (*Program, error) {
 	}
 	prog, _ := cache.LoadOrStore(hash, &Program{BPF: bpf, Hash: hash})
 	return prog.(*Program), nil
+}
+
+// profileHash returns p as JSON and the hash that identifies it.
+func profileHash(p *specs.LinuxSeccomp) (raw []byte, hash string, err error) {
+	raw, err = json.Marshal(p)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(raw)
+	return raw, fmt.Sprintf("%x", sum[:16]), nil
 }
 
 func compile(p *specs.LinuxSeccomp) ([]byte, error) {
