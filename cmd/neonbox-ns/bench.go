@@ -31,9 +31,11 @@ unshare -Urmpnf, under bwrap (each only if installed) and under
 neonbox-ns exec with the default policy, interleaved (A B C D A B ...)
 after a warm-up, then with -j workers in parallel. With --pool, also
 calls of a warm nsjail.Pool (jails prepared ahead, each call still a
-fresh jail) made from this process. Prints median, p95, p99, min, runs/s
-and the ratio of each to bwrap, and neonbox-ns's own phases from its
-receipts.
+fresh jail) made from this process. Each --baseline LABEL=PATH adds
+another neonbox-ns binary (an older build, say) as a runner of its own,
+"neonbox-ns@LABEL", so that before and after are measured in the same
+run. Prints median, p95, p99, min, runs/s and the ratio of each to
+bwrap, and neonbox-ns's own phases from its receipts.
 
 Flags:
 `
@@ -93,6 +95,15 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	jobs := fs.Int("j", 2, "parallel workers for the throughput measurement (0: skip)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	withPool := fs.Bool("pool", false, "also measure calls of a warm nsjail.Pool")
+	var baselines []string
+	fs.Func("baseline", "`LABEL=PATH` of another neonbox-ns binary to measure too (repeatable)", func(v string) error {
+		label, path, ok := strings.Cut(v, "=")
+		if !ok || label == "" || path == "" {
+			return fmt.Errorf("want LABEL=PATH, got %q", v)
+		}
+		baselines = append(baselines, v)
+		return nil
+	})
 	sep := slices.Index(args, "--")
 	flagArgs, cmd := args, []string{"/bin/true"}
 	if sep >= 0 {
@@ -122,6 +133,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	state := filepath.Join(base, "state")
 
 	runners, missing := benchRunners(self, state, cmd)
+	for _, b := range baselines {
+		label, path, _ := strings.Cut(b, "=")
+		runners = append(runners, neonboxRunner("neonbox-ns@"+label, path, filepath.Join(base, "state-"+label), cmd))
+	}
 	if *withPool {
 		pools := &benchPools{state: state, cmd: cmd, byWS: map[string]*nsjail.Pool{}}
 		defer pools.close()
@@ -202,10 +217,15 @@ func benchRunners(self, state string, cmd []string) ([]runner, []string) {
 	} else {
 		missing = append(missing, "bwrap")
 	}
-	rs = append(rs, runner{name: "neonbox-ns", receipts: true, argv: func(ws string) []string {
-		return append([]string{self, "exec", "--workspace", ws, "--state-dir", state, "--json", "--"}, cmd...)
-	}})
+	rs = append(rs, neonboxRunner("neonbox-ns", self, state, cmd))
 	return rs, missing
+}
+
+// neonboxRunner runs cmd with the neonbox-ns binary at bin.
+func neonboxRunner(name, bin, state string, cmd []string) runner {
+	return runner{name: name, receipts: true, argv: func(ws string) []string {
+		return append([]string{bin, "exec", "--workspace", ws, "--state-dir", state, "--json", "--"}, cmd...)
+	}}
 }
 
 func names(rs []runner) []string {
