@@ -49,8 +49,20 @@ type runDir struct {
 // piece, if a requested limit cannot be enforced here, and it fails if a
 // cgroup of that name exists already. On failure it removes what it made.
 func New(name string, l Limits) (*Cgroup, error) {
-	return newAt(probe(defaultV2Mount), name, l)
+	return Probe().New(name, l)
 }
+
+// Host is what Probe found out about the cgroups this process may use.
+type Host struct{ h *host }
+
+// Probe looks at this process's cgroups, once, for Version and New.
+func Probe() *Host { return &Host{probe(defaultV2Mount)} }
+
+// Version is what Detect would report.
+func (h *Host) Version() (Version, string) { return h.h.version() }
+
+// New is the package's New on what h found.
+func (h *Host) New(name string, l Limits) (*Cgroup, error) { return newAt(h.h, name, l) }
 
 // newAt is New on what probe found.
 func newAt(h *host, name string, l Limits) (*Cgroup, error) {

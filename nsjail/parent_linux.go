@@ -38,6 +38,7 @@ var (
 type jailResult struct {
 	setupErr  *StepError // the init failed before execve
 	forked    int64      // CLOCK_MONOTONIC just before the clone
+	clone     time.Time  // the same, as wall time
 	steps     []initStep // the init's own timings
 	execStart time.Time  // when CMD started (zero if it never did)
 	exitTime  time.Time
@@ -57,26 +58,21 @@ func (r *jailResult) releaseMountNS() {
 
 // jail is a started init, seen from the parent.
 type jail struct {
-	cmd    *exec.Cmd
-	sock   *os.File
-	cfg    *childConfig
-	exited chan *os.ProcessState
-	res    *jailResult
+	cmd      *exec.Cmd
+	sock     *os.File
+	cfg      *childConfig
+	inCgroup bool // cloned into its v2 cgroup
+	exited   chan *os.ProcessState
+	res      *jailResult
 }
 
-// spawn starts the jail's init with cfg, in cg if there is one, and waits
-// for the jail to end.
-func spawn(ctx context.Context, o *Options, cfg *childConfig, ids idPlan, cg *cgroup.Cgroup) (*jailResult, error) {
-	j, err := startJail(o.Stdin, o.Stdout, o.Stderr, cfg, ids, cg)
-	if err != nil {
-		return nil, err
-	}
-	return j.await(ctx), nil
-}
-
-// startJail starts the init and hands it its config; the init builds the
-// jail while the caller goes on.
-func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids idPlan, cg *cgroup.Cgroup) (*jail, error) {
+// startJail starts the init in the jail's namespaces, without network
+// namespace when network is set, and in cg when cg is a v2 cgroup
+// (CLONE_INTO_CGROUP: born there, nothing escapes the limits). The init
+// waits for its program (configure); until then it has done nothing. A
+// jail meant for a v1 cgroup, or none, may be started before the cgroup
+// exists: its init joins it at the end of its program.
+func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup) (*jail, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, stepError("spawn", os.NewSyscallError("socketpair", err))
@@ -85,7 +81,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
 
 	flags := uintptr(cloneFlags | unix.CLONE_NEWCGROUP)
-	if cfg.Network {
+	if network {
 		flags &^= unix.CLONE_NEWNET
 	}
 	cmd := reexec.Command(initName)
@@ -110,30 +106,16 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	var tasks []*os.File
+	j := &jail{cmd: cmd, sock: parentEnd, exited: make(chan *os.ProcessState, 1)}
 	if cg != nil {
-		// v2: the child is born in the cgroup (CLONE_INTO_CGROUP). v1:
-		// the init's thread joins it just before execve, through the
-		// tasks files sent with the config; the init's own setup is
-		// not charged to the run.
 		if fd, ok := cg.FD(); ok {
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-		} else if tasks, err = cg.OpenTasks(); err != nil {
-			parentEnd.Close()
-			childEnd.Close()
-			return nil, stepError("cgroup", err)
+			j.inCgroup = true
 		}
-		cfg.CgroupTasks = len(tasks)
 	}
-	defer func() {
-		for _, f := range tasks {
-			f.Close()
-		}
-	}()
 
-	forked := monotonic()
+	forked, tForked := monotonic(), time.Now()
 	started := make(chan error, 1)
-	j := &jail{cmd: cmd, sock: parentEnd, cfg: cfg, exited: make(chan *os.ProcessState, 1)}
 	go func() {
 		// The parent-death signal fires when the thread that forked
 		// the child exits, not the process (prctl(2)): keep this
@@ -147,6 +129,11 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 		_ = cmd.Wait() // the exit status is in ProcessState
 		j.exited <- cmd.ProcessState
 	}()
+	// Start returns once the clone and the init's execve are done.
+	// Preparing the rest of the jail while it waits was measured to
+	// gain nothing: with a new user namespace the clone is a fork (no
+	// vfork), and this process's writes fault on the copied page
+	// tables until the init's execve.
 	err = <-started
 	tStarted := monotonic()
 	childEnd.Close()
@@ -154,12 +141,42 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, cfg *childConfig, ids 
 		parentEnd.Close()
 		return nil, stepError("spawn", err)
 	}
-	mountNS := holdMountNS(cmd.Process.Pid)
-	j.res = &jailResult{forked: forked, steps: []initStep{{Name: "parent_started", At: tStarted}}, mountNS: mountNS}
+	j.res = &jailResult{
+		forked: forked, clone: tForked, mountNS: holdMountNS(cmd.Process.Pid),
+		steps: []initStep{{Name: "parent_started", At: tStarted}},
+	}
+	return j, nil
+}
+
+// configure sends the init its program for cfg; the init builds the jail
+// while the caller goes on. A failure is also kept for await to report.
+func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
+	j.cfg = cfg
+	var tasks []*os.File
+	if cg != nil {
+		if _, ok := cg.FD(); ok != j.inCgroup {
+			j.res.setupErr = &StepError{Stage: "cgroup", Message: "the jail was not started in its v2 cgroup"}
+			return j.res.setupErr
+		}
+		// v1: the init's thread joins the cgroup just before execve,
+		// through the tasks files sent with the program; the init's
+		// own setup is not charged to the run.
+		var err error
+		if tasks, err = cg.OpenTasks(); err != nil {
+			j.res.setupErr = stepError("cgroup", err)
+			return j.res.setupErr
+		}
+		defer func() {
+			for _, f := range tasks {
+				f.Close()
+			}
+		}()
+	}
+	cfg.CgroupTasks = len(tasks)
 	if se := j.sendConfig(tasks); se != nil {
 		j.res.setupErr = se
 	}
-	return j, nil
+	return j.res.setupErr
 }
 
 // holdMountNS opens the jail's mount namespace, so that it outlives the

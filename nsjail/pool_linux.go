@@ -124,7 +124,7 @@ func (p *Pool) prepare() (*warmJail, error) {
 	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &ws, o.DiskBytes); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
-	if w.cg, err = w.r.newCgroup(&o, o.Logger); err != nil {
+	if w.cg, err = w.r.newCgroup(&o, o.Logger, cgroup.Probe()); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
 	view := hostView()
@@ -135,9 +135,9 @@ func (p *Pool) prepare() (*warmJail, error) {
 		ReadOnlyWorkspace: !o.Policy.Has(policies.FSWrite), Network: o.Policy.Has(policies.Network),
 		Binds: policyBinds(o.Policy), Deferred: true,
 	}
-	w.j, err = startJail(nil, nil, nil, cfg, p.ids, w.cg)
+	w.j, err = startJail(nil, nil, nil, cfg.Network, p.ids, w.cg)
 	if err == nil {
-		if se := w.j.res.setupErr; se != nil {
+		if se := w.j.configure(cfg, w.cg); se != nil {
 			err = se
 		} else if se := w.j.readUntilExec(true); se != nil {
 			err = se

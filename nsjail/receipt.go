@@ -70,10 +70,12 @@ type Limits struct {
 // regression points at its phase.
 type Phases struct {
 	// PrepareMS: checks, workspace lock, recovery, run dir, seccomp
-	// filter, cgroup.
+	// filter, cgroup, until the init has its program.
 	PrepareMS float64 `json:"prepare_ms"`
 	// SpawnMS: clone into the namespaces and the init's setup, up to
-	// CMD's execve.
+	// CMD's execve. Where the jail can start before its cgroup exists
+	// (v1, or no cgroups), the clone happens early in PrepareMS and
+	// the two overlap.
 	SpawnMS float64 `json:"spawn_ms"`
 	// RunMS: CMD, from execve to the end of its pid namespace.
 	RunMS float64 `json:"run_ms"`

@@ -54,6 +54,37 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.ScrubbedEnv = []string{}
 	}
 	log := o.Logger.With("run", r.ID)
+	var stdout, stderr *boundedBuffer
+	if o.CaptureOutput {
+		stdout = &boundedBuffer{limit: o.OutputLimit}
+		stderr = &boundedBuffer{limit: o.OutputLimit}
+		o.Stdout, o.Stderr = stdout, stderr
+	}
+
+	// Where the jail can be born before its cgroup exists (v1, or no
+	// cgroups: the init joins at the end of its program), its start
+	// overlaps with the preparation below. On v2 it is cloned into the
+	// cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with --disk
+	// the run dir is a tmpfs mounted below, which a jail cloned before
+	// would not see.
+	network := o.Policy.Has(policies.Network)
+	host := cgroup.Probe()
+	var j *jail
+	handed := false // to await, which waits for the jail's end
+	defer func() {
+		if j != nil && !handed {
+			j.kill()
+			j.res.releaseMountNS()
+		}
+	}()
+	if v, _ := host.Version(); v != cgroup.V2 && o.DiskBytes == 0 {
+		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil); err != nil {
+			r.sandboxError(asStepError("spawn", err))
+			r.RollbackPerformed = true
+			r.TotalMS = ms(time.Since(t0))
+			return r, nil
+		}
+	}
 
 	writable := o.Policy.Has(policies.FSWrite)
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
@@ -72,10 +103,16 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
 
 	var tFinished time.Time
+	var cgDeleted chan error // the cgroup's removal, if there is one
 	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws, o.DiskBytes)
 	defer func() {
 		if err := rd.remove(); err != nil {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
+		}
+		if cgDeleted != nil {
+			if err := <-cgDeleted; err != nil {
+				r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
+			}
 		}
 		r.TotalMS = ms(time.Since(t0))
 		r.Phases.ParentPeakRSSKiB = peakRSS()
@@ -88,28 +125,29 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 
-	var stdout, stderr *boundedBuffer
-	if o.CaptureOutput {
-		stdout = &boundedBuffer{limit: o.OutputLimit}
-		stderr = &boundedBuffer{limit: o.OutputLimit}
-		o.Stdout, o.Stderr = stdout, stderr
-	}
 	filters, err := compileFilters(o.Policy, o.StateDir)
 	if err != nil {
 		r.sandboxError(stepError("seccomp", err))
 		return r, nil
 	}
-	cg, err := r.newCgroup(&o, log)
+	cg, err := r.newCgroup(&o, log, host)
 	if err != nil {
 		r.sandboxError(stepError("cgroup", err))
 		return r, nil
 	}
 	if cg != nil {
+		// Removed while the run dir is (Delete kills what is left).
 		defer func() {
-			if err := errors.Join(cg.Kill(), cg.Delete()); err != nil {
-				r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
-			}
+			cgDeleted = make(chan error, 1)
+			go func() { cgDeleted <- cg.Delete() }()
 		}()
+	}
+	if j == nil {
+		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg); err != nil {
+			r.sandboxError(asStepError("spawn", err))
+			r.RollbackPerformed = true
+			return r, nil
+		}
 	}
 	view := hostView()
 	cfg := &childConfig{
@@ -130,7 +168,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		Seccomp:     filters,
 
 		ReadOnlyWorkspace: !writable,
-		Network:           o.Policy.Has(policies.Network),
+		Network:           network,
 		Binds:             policyBinds(o.Policy),
 	}
 	runCtx := ctx
@@ -139,16 +177,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		runCtx, cancel = context.WithTimeoutCause(ctx, o.Timeout, errTimeout)
 		defer cancel()
 	}
-	log.Debug("starting jail", "workspace", o.Workspace, "rundir", rd.path)
-	tSpawn := time.Now()
-	r.Phases.PrepareMS = ms(tSpawn.Sub(t0))
-	res, err := spawn(runCtx, &o, cfg, ids, cg)
-	var se *StepError
-	if errors.As(err, &se) {
-		r.sandboxError(se)
-		r.RollbackPerformed = true
-		return r, nil
-	}
+	log.Debug("configuring jail", "workspace", o.Workspace, "rundir", rd.path)
+	_ = j.configure(cfg, cg) // a failure is in j.res for await
+	r.Phases.PrepareMS = ms(time.Since(t0))
+	handed = true
+	res := j.await(runCtx)
+	tSpawn := res.clone
 	// The jail's mounts go while the result is read and the workspace
 	// finished, before the run dir is removed.
 	released := make(chan struct{})
@@ -192,6 +226,15 @@ func emptyChanges() overlay.Changes {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// asStepError is err if it is a StepError, else a StepError of stage.
+func asStepError(stage string, err error) *StepError {
+	var se *StepError
+	if errors.As(err, &se) {
+		return se
+	}
+	return stepError(stage, err)
+}
 
 func (r *Receipt) sandboxError(se *StepError) {
 	r.Status, r.ExitCode, r.Error = StatusSandboxError, ExitSandbox, withRemedy(se)
@@ -444,10 +487,10 @@ func protectedTouched(c overlay.Changes, globs []string) []string {
 // newCgroup creates the run's cgroup. Asked-for limits that cannot be
 // enforced refuse the run, unless AllowUnlimited. A run without limits
 // on a host without usable cgroups goes ahead without one.
-func (r *Receipt) newCgroup(o *Options, log *slog.Logger) (*cgroup.Cgroup, error) {
+func (r *Receipt) newCgroup(o *Options, log *slog.Logger, host *cgroup.Host) (*cgroup.Cgroup, error) {
 	want := o.effectiveLimits()
 	limited := want != (cgroup.Limits{})
-	cg, err := cgroup.New("run-"+r.ID, want)
+	cg, err := host.New("run-"+r.ID, want)
 	if err == nil {
 		got := cg.Limits()
 		r.Cgroup = string(cg.Version())

@@ -216,23 +216,22 @@ func (d runDir) remove() error {
 	}
 	// A --disk run dir is a tmpfs of its own: unmount it first (its
 	// contents go with it). Anything else mounted below is refused.
-	if isMountPoint(d.path) {
+	m, err := mountsBelow(d.path)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(m, d.path) {
 		if err := linux.Unmount(d.path, 0); err != nil {
 			return err
 		}
+		if m, err = mountsBelow(d.path); err != nil {
+			return err
+		}
 	}
-	if m, err := mountsBelow(d.path); err != nil {
-		return err
-	} else if len(m) > 0 {
+	if len(m) > 0 {
 		return fmt.Errorf("remove %s: still mounted: %s", d.path, strings.Join(m, ", "))
 	}
 	return removeTree(d.path)
-}
-
-// isMountPoint reports whether p is a mount point in this namespace.
-func isMountPoint(p string) bool {
-	m, err := mountsBelow(p)
-	return err == nil && slices.Contains(m, p)
 }
 
 // full reports whether the run dir's filesystem (a --disk tmpfs) has no
