@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -39,6 +40,24 @@ func newRunID() string {
 	return hex.EncodeToString(b)
 }
 
+var spread sync.Map // runs dirs marked in this process
+
+// spreadRunDirs marks runs as a top directory (chattr +T) once per
+// process, where the filesystem has that attribute: ext4 then spreads
+// the run dirs across block groups instead of packing them into one.
+// Each run creates and deletes about ten inodes there (its dirs and
+// overlay's work files), and on ext4 without a journal an allocation
+// skips the inodes freed in the last minutes one by one
+// (fs/ext4/ialloc.c, recently_deleted): packed into one group, a busy
+// machine's runs made every mkdir, and overlay's mount, scan thousands
+// (an overlay mount went from about 0.3 ms to 2.4-3.9 ms). Where the
+// attribute is missing it is only slower, so failure is ignored.
+func spreadRunDirs(runs string) {
+	if _, done := spread.LoadOrStore(runs, true); !done {
+		_, _ = linux.MarkTopDir(runs)
+	}
+}
+
 // createRunDir makes the run's directories. ws is the workspace root's
 // stat: the upper dir's root copies its mode and times, because overlay
 // shows the upper root's attributes for the merged root.
@@ -47,6 +66,7 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 	if err := os.MkdirAll(runs, 0o711); err != nil {
 		return runDir{}, err
 	}
+	spreadRunDirs(runs)
 	d := runDir{path: filepath.Join(runs, id)}
 	// 0711: the jail's root (an unprivileged host id) must be able to
 	// reach the mount points and layers, and nothing else.
