@@ -127,9 +127,13 @@ func (p *Pool) prepare() (*warmJail, error) {
 	if w.cg, err = w.r.newCgroup(&o, o.Logger, cgroup.Probe()); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
+	mnt, err := rootMount(o.StateDir)
+	if err != nil {
+		return nil, errors.Join(err, w.teardown())
+	}
 	view := hostView()
 	cfg := &childConfig{
-		Cwd: o.Workspace, Hostname: "neonbox", RunDir: w.rd.path, Workspace: o.Workspace,
+		Cwd: o.Workspace, Hostname: "neonbox", RunDir: w.rd.path, RootMount: mnt, Workspace: o.Workspace,
 		WorkspaceFD: p.ids.rootful, ReadOnly: view.readOnly, Symlinks: view.symlinks, Masked: view.masked,
 		UID: p.ids.jailUID, GID: p.ids.jailGID, SetGroups: p.ids.setGroup, Seccomp: p.filters,
 		ReadOnlyWorkspace: !o.Policy.Has(policies.FSWrite), Network: o.Policy.Has(policies.Network),

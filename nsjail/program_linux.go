@@ -40,9 +40,13 @@ const roBind = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR
 // maxOpenFiles caps RLIMIT_NOFILE in the jail.
 const maxOpenFiles = 65536
 
-// layersDir is where a deferred init keeps the overlay's layers, inside
-// the new root, until the command comes.
-const layersDir = "/.layers"
+// Where the init keeps the overlay's layers in the new root: the lower
+// layer until the overlay is mounted, and for a deferred init the run dir
+// (upper and work) too, until the command comes.
+const (
+	lowerDir  = "/.lower"
+	layersDir = "/.layers"
+)
 
 // Descriptor slots of the config message: the idmapped workspace (when
 // cfg.WorkspaceFD), then cfg.CgroupTasks tasks files.
@@ -119,7 +123,7 @@ func callProgram(argv, env []string, cwd string) ([]byte, error) {
 var lastCap = sync.OnceValues(linux.LastCap)
 
 func buildRoot(p *jailinit.Program, cfg *childConfig) {
-	root := filepath.Join(cfg.RunDir, "root")
+	root := cfg.RootMount
 	p.Stage("rootfs")
 	// Mount events must not travel between the jail and the host.
 	p.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
@@ -173,9 +177,9 @@ func buildRoot(p *jailinit.Program, cfg *childConfig) {
 }
 
 // mountWorkspace mounts the overlay that the run writes through. The lower
-// layer is first attached at RunDir/lower (from the idmapped fd the parent
-// sent, or as a bind of the workspace) and detached again once overlay
-// holds it, so it is never reachable from the jail.
+// layer is first attached at lowerDir in the new root (from the idmapped
+// fd the parent sent, or as a bind of the workspace) and detached again
+// once overlay holds it, so it is never reachable from the jail.
 func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 	dst := filepath.Join(root, cfg.Workspace)
 	p.MkdirAll(dst)
@@ -195,7 +199,8 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 		stageLayers(p, cfg, root)
 		return
 	}
-	lower := filepath.Join(cfg.RunDir, "lower")
+	lower := filepath.Join(root, lowerDir)
+	p.Mkdir(lower, 0o700)
 	attachLower(p, cfg, lower)
 	data, err := overlay.MountData(lower, filepath.Join(cfg.RunDir, "upper"), filepath.Join(cfg.RunDir, "work"))
 	if err != nil {
@@ -204,6 +209,7 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 	}
 	p.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
 	p.Unmount(lower, unix.MNT_DETACH)
+	p.Rmdir(lower)
 }
 
 // attachLower puts the workspace's lower layer at dst: the idmapped mount
@@ -237,21 +243,22 @@ func mountProc(p *jailinit.Program, proc string) {
 }
 
 // stageLayers puts the run dir (whose upper and work dirs overlay needs on
-// one mount) at layersDir in the new root, with the workspace's lower
-// layer on its lower/, so that the overlay can be mounted after the
-// pivot.
+// one mount) at layersDir in the new root, and the workspace's lower
+// layer at lowerDir, so that the overlay can be mounted after the pivot.
 func stageLayers(p *jailinit.Program, cfg *childConfig, root string) {
 	dst := filepath.Join(root, layersDir)
 	p.Mkdir(dst, 0o700)
 	p.Bind(cfg.RunDir, dst, 0, false)
-	attachLower(p, cfg, filepath.Join(dst, "lower"))
+	lower := filepath.Join(root, lowerDir)
+	p.Mkdir(lower, 0o700)
+	attachLower(p, cfg, lower)
 }
 
 // mountDeferredWorkspace mounts the overlay from the staged layers, after
 // the pivot, and takes the layers out of the jail's sight.
 func mountDeferredWorkspace(p *jailinit.Program, cfg *childConfig) {
 	p.Stage("workspace")
-	data, err := overlay.MountData(layersDir+"/lower", layersDir+"/upper", layersDir+"/work")
+	data, err := overlay.MountData(lowerDir, layersDir+"/upper", layersDir+"/work")
 	if err != nil {
 		p.Fail(err)
 		return
@@ -260,9 +267,11 @@ func mountDeferredWorkspace(p *jailinit.Program, cfg *childConfig) {
 	p.Stage("overlay")
 	p.Mark()
 	p.Stage("workspace")
-	p.Unmount(layersDir, unix.MNT_DETACH)
-	// The empty mount point stays in the read-only root: cover it.
-	p.Mount("tmpfs", layersDir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+	for _, dir := range []string{lowerDir, layersDir} {
+		p.Unmount(dir, unix.MNT_DETACH)
+		// The empty mount point stays in the read-only root: cover it.
+		p.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+	}
 	p.Stage("layers_hidden")
 	p.Mark()
 }

@@ -50,9 +50,10 @@ type childConfig struct {
 	Env      []string
 	Cwd      string
 	Hostname string
-	// RunDir holds root/ (the new root's mount point), lower/ (where the
-	// workspace is attached before overlay), upper/ and work/.
+	// RunDir holds the overlay's upper/ and work/.
 	RunDir string
+	// RootMount is where the init mounts the new root before the pivot.
+	RootMount string
 	// Workspace is the workspace's path, on the host and in the jail.
 	Workspace string
 	// WorkspaceFD says the workspace arrives as an idmapped mount fd

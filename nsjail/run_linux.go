@@ -125,6 +125,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 
+	mnt, err := rootMount(o.StateDir)
+	if err != nil {
+		r.sandboxError(stepError("state", err))
+		return r, nil
+	}
 	filters, err := compileFilters(o.Policy, o.StateDir)
 	if err != nil {
 		r.sandboxError(stepError("seccomp", err))
@@ -156,6 +161,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		Cwd:         o.Cwd,
 		Hostname:    "neonbox",
 		RunDir:      rd.path,
+		RootMount:   mnt,
 		Workspace:   o.Workspace,
 		WorkspaceFD: ids.rootful,
 		ReadOnly:    view.readOnly,

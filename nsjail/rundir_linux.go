@@ -58,6 +58,19 @@ func spreadRunDirs(runs string) {
 	}
 }
 
+// rootMount is the directory, in the state dir, on which every jail mounts
+// its new root (a tmpfs) before it pivots into it. Each jail does so in
+// its own mount namespace, so one directory serves them all, and a run
+// makes no directory on disk for it (on some filesystems each costs a
+// block to allocate and discard).
+func rootMount(stateDir string) (string, error) {
+	dir := filepath.Join(stateDir, "mnt")
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	return dir, nil
+}
+
 // createRunDir makes the run's directories. ws is the workspace root's
 // stat: the upper dir's root copies its mode and times, because overlay
 // shows the upper root's attributes for the merged root.
@@ -89,7 +102,7 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 	if err := os.WriteFile(filepath.Join(d.path, "owner"), []byte(processIdentity(os.Getpid())), 0o600); err != nil {
 		return d, err
 	}
-	for _, sub := range []string{"root", "lower", "upper", "work"} {
+	for _, sub := range []string{"upper", "work"} {
 		if err := os.Mkdir(filepath.Join(d.path, sub), 0o700); err != nil {
 			return d, err
 		}

@@ -496,6 +496,9 @@ static void run(struct prog *p, int in_call)
 		case JI_MKDIR:
 			r = mkdir(arg(op, 0), (mode_t)op->a);
 			break;
+		case JI_RMDIR:
+			r = rmdir(arg(op, 0));
+			break;
 		case JI_MKDIR_ALL:
 			r = mkdir_all((char *)arg(op, 0));
 			break;

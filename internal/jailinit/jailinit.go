@@ -75,6 +75,7 @@ const (
 	opLookPath     code = C.JI_LOOKPATH
 	opReady        code = C.JI_READY
 	opExec         code = C.JI_EXEC
+	opRmdir        code = C.JI_RMDIR
 )
 
 const (
@@ -170,6 +171,9 @@ func (p *Program) Unmount(target string, flags int) {
 func (p *Program) Mkdir(path string, mode uint32) {
 	p.add(opMkdir, 0, uint64(mode), 0, "mkdir", path, path)
 }
+
+// Rmdir is rmdir(2).
+func (p *Program) Rmdir(path string) { p.add(opRmdir, 0, 0, 0, "rmdir", path, path) }
 
 // MkdirAll makes path and its missing parents, mode 0755.
 func (p *Program) MkdirAll(path string) { p.add(opMkdirAll, 0, 0, 0, "mkdir", path, path) }

@@ -53,6 +53,7 @@ enum ji_code {
 	JI_LOOKPATH,      /* find argv[0] along PATH (default: the argument) */
 	JI_READY,         /* report "ready" and the marks */
 	JI_EXEC,          /* execve CMD */
+	JI_RMDIR,         /* rmdir(path) */
 	JI_CODE_END
 };
 
