@@ -57,7 +57,7 @@ test-vm: deps
 # neonbox-ns against plain exec, unshare and bwrap, interleaved; and the
 # Go benchmarks of each phase (benchstat-friendly).
 bench: deps build
-	$(BIN) bench -n 300 -j 2
+	$(BIN) bench -n 300 -j 2 --pool
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./cgroup ./nsjail ./overlay ./seccomp
 
 # 10,000 mixed runs two at a time, then pool calls; checks nothing leaks.

@@ -141,6 +141,8 @@ static size_t append(char *out, size_t cap, size_t at, const char *s)
 	return at;
 }
 
+static const char too_long[] = "(the error report was too long)";
+
 // fail_at reports that op failed on path with err (an errno; the parent
 // words it when msg is NULL) or with msg, and ends the init.
 static void fail_at(const struct op *op, const char *path, int err, const char *msg)
@@ -164,6 +166,8 @@ static void fail_at(const struct op *op, const char *path, int err, const char *
 	at = append(out, cap, at, "}}");
 	if (at <= cap)
 		put(out, at);
+	else if (msg != too_long) // too long to report whole: say what fits
+		fail_at(op, "", err, too_long);
 	_exit(1);
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -220,4 +221,23 @@ func TestNotAnInitStartsAsUsual(t *testing.T) {
 	// another name it must not wait for a program either.
 	out, err := exec.Command("/proc/self/exe", "-test.run", "^$").CombinedOutput()
 	require.NoError(t, err, "%s", out)
+}
+
+func TestInitReportsFailuresOnLongPaths(t *testing.T) {
+	// A path whose escaped form does not fit the report: the step is
+	// still reported, without the path.
+	long := "/" + strings.Repeat("\x01", 4000)
+	var p jailinit.Program
+	p.Stage("rootfs")
+	p.Mkdir(long, 0o755)
+	execTail(&p, []string{"true"}, nil, "/")
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	e := o.replies[0].Error
+	require.NotNil(t, e)
+	assert.Equal(t, "rootfs", e.Stage)
+	assert.Equal(t, "mkdir", e.Op)
+	assert.Empty(t, e.Path)
+	assert.Contains(t, e.Message, "too long")
+	assert.Equal(t, 1, o.exit)
 }
