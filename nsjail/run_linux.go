@@ -86,26 +86,43 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 	}
 
-	writable := o.Policy.Has(policies.FSWrite)
-	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
-	if err != nil {
-		r.sandboxError(stepError("lock", err))
-		r.TotalMS = ms(time.Since(t0))
-		return r, nil
+	// The seccomp filters and the cgroup do not depend on the workspace
+	// lock: they are made while the lock is taken and the run dir made.
+	type side struct {
+		filters [][]byte
+		cg      *cgroup.Cgroup
+		ci      cgroupInfo
+		se      *StepError
 	}
-	defer lock.release()
-	notes, err := recoverWorkspace(o.StateDir, o.Workspace)
-	r.Warnings = append(r.Warnings, notes...)
-	if err != nil {
-		r.sandboxError(stepError("recover", err))
-		return r, nil
+	sideDone := make(chan side, 1)
+	go func() {
+		var sd side
+		var err error
+		if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
+			sd.se = stepError("seccomp", err)
+		} else if sd.cg, sd.ci, err = newCgroup(&o, log, host, r.ID); err != nil {
+			sd.se = stepError("cgroup", err)
+		}
+		sideDone <- sd
+	}()
+	var made *side
+	takeSide := func() *side {
+		if made == nil {
+			got := <-sideDone
+			made = &got
+		}
+		return made
 	}
-	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
-
+	var rd runDir // made below; removing the zero runDir does nothing
 	var tFinished time.Time
-	var cgDeleted chan error // the cgroup's removal, if there is one
-	rd, err := createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws, o.DiskBytes)
 	defer func() {
+		// However the run ends: the cgroup goes (Delete kills what is
+		// left) while the run dir is removed.
+		var cgDeleted chan error
+		if cg := takeSide().cg; cg != nil {
+			cgDeleted = make(chan error, 1)
+			go func() { cgDeleted <- cg.Delete() }()
+		}
 		if err := rd.remove(); err != nil {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
 		}
@@ -120,6 +137,23 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			r.Phases.TeardownMS = ms(time.Since(tFinished))
 		}
 	}()
+
+	writable := o.Policy.Has(policies.FSWrite)
+	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
+	if err != nil {
+		r.sandboxError(stepError("lock", err))
+		return r, nil
+	}
+	defer lock.release()
+	notes, err := recoverWorkspace(o.StateDir, o.Workspace)
+	r.Warnings = append(r.Warnings, notes...)
+	if err != nil {
+		r.sandboxError(stepError("recover", err))
+		return r, nil
+	}
+	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
+
+	rd, err = createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws, o.DiskBytes)
 	if err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
@@ -130,24 +164,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
-	filters, err := compileFilters(o.Policy, o.StateDir)
-	if err != nil {
-		r.sandboxError(stepError("seccomp", err))
+	sd := takeSide()
+	r.applyCgroup(sd.ci)
+	if sd.se != nil {
+		r.sandboxError(sd.se)
 		return r, nil
 	}
-	cg, err := r.newCgroup(&o, log, host)
-	if err != nil {
-		r.sandboxError(stepError("cgroup", err))
-		return r, nil
-	}
-	if cg != nil {
-		// Removed while the run dir is (Delete kills what is left).
-		defer func() {
-			cgDeleted = make(chan error, 1)
-			go func() { cgDeleted <- cg.Delete() }()
-		}()
-	}
+	filters, cg := sd.filters, sd.cg
 	if j == nil {
+		// Born in its v2 cgroup, and after a --disk run dir's mount.
 		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg); err != nil {
 			r.sandboxError(asStepError("spawn", err))
 			r.RollbackPerformed = true
@@ -494,25 +519,46 @@ func protectedTouched(c overlay.Changes, globs []string) []string {
 // enforced refuse the run, unless AllowUnlimited. A run without limits
 // on a host without usable cgroups goes ahead without one.
 func (r *Receipt) newCgroup(o *Options, log *slog.Logger, host *cgroup.Host) (*cgroup.Cgroup, error) {
+	cg, ci, err := newCgroup(o, log, host, r.ID)
+	r.applyCgroup(ci)
+	return cg, err
+}
+
+// cgroupInfo is what the receipt says about the run's cgroup.
+type cgroupInfo struct {
+	version    string // "none" without a cgroup
+	limits     cgroup.Limits
+	unenforced string // why the limits asked for are not enforced
+}
+
+// newCgroup makes the run's cgroup with the limits of o, or none where
+// the host has no usable cgroups and o asks for no limits (or allows
+// running without them).
+func newCgroup(o *Options, log *slog.Logger, host *cgroup.Host, id string) (*cgroup.Cgroup, cgroupInfo, error) {
 	want := o.effectiveLimits()
 	limited := want != (cgroup.Limits{})
-	cg, err := host.New("run-"+r.ID, want)
+	cg, err := host.New("run-"+id, want)
 	if err == nil {
-		got := cg.Limits()
-		r.Cgroup = string(cg.Version())
-		r.Limits.MemoryBytes, r.Limits.CPUs, r.Limits.Pids = got.MemoryBytes, got.CPUs, got.Pids
-		return cg, nil
+		return cg, cgroupInfo{version: string(cg.Version()), limits: cg.Limits()}, nil
 	}
 	switch {
 	case limited && !o.AllowUnlimited:
-		return nil, fmt.Errorf("%w (--allow-unlimited runs without them)", err)
+		return nil, cgroupInfo{version: "none"}, fmt.Errorf("%w (--allow-unlimited runs without them)", err)
 	case limited:
-		r.Limits.Unenforced = true
-		r.Warnings = append(r.Warnings, "limits not enforced: "+err.Error())
+		return nil, cgroupInfo{version: "none", unenforced: err.Error()}, nil
 	default:
 		log.Debug("running without a cgroup", "err", err)
 	}
-	return nil, nil
+	return nil, cgroupInfo{version: "none"}, nil
+}
+
+func (r *Receipt) applyCgroup(ci cgroupInfo) {
+	r.Cgroup = ci.version
+	r.Limits.MemoryBytes, r.Limits.CPUs, r.Limits.Pids = ci.limits.MemoryBytes, ci.limits.CPUs, ci.limits.Pids
+	if ci.unenforced != "" {
+		r.Limits.Unenforced = true
+		r.Warnings = append(r.Warnings, "limits not enforced: "+ci.unenforced)
+	}
 }
 
 // readCgroup fills the receipt from the run's cgroup counters. An OOM
