@@ -62,6 +62,7 @@ type jail struct {
 	sock     *os.File
 	cfg      *childConfig
 	inCgroup bool // cloned into its v2 cgroup
+	baseSent bool // the first part of the program
 	exited   chan *os.ProcessState
 	res      *jailResult
 }
@@ -148,10 +149,17 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	return j, nil
 }
 
-// configure sends the init its program for cfg; the init builds the jail
-// while the caller goes on. A failure is also kept for await to report.
+// configure sends the init the rest of its program for cfg (and the base,
+// unless sendBase did); the init builds the jail while the caller goes
+// on. A failure is also kept for await to report.
 func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	j.cfg = cfg
+	if !j.baseSent {
+		j.sendBase(cfg)
+	}
+	if j.res.setupErr != nil {
+		return j.res.setupErr
+	}
 	var tasks []*os.File
 	if cg != nil {
 		if _, ok := cg.FD(); ok != j.inCgroup {
@@ -193,10 +201,29 @@ func holdMountNS(pid int) *os.File {
 	return f
 }
 
-// sendConfig sends the init its program, with the idmapped workspace as
-// root and the v1 cgroup's tasks files.
+// sendBase sends the first part of the init's program (baseProgram),
+// which needs no descriptors: the init builds the base of the jail while
+// the caller prepares the rest. A failure is also kept for await.
+func (j *jail) sendBase(cfg *childConfig) *StepError {
+	msg, err := baseProgram(cfg)
+	if err == nil {
+		err = unix.Sendmsg(int(j.sock.Fd()), msg, nil, nil, 0)
+		if err != nil {
+			err = os.NewSyscallError("sendmsg", err)
+		}
+	}
+	j.baseSent = true
+	if err != nil {
+		j.res.setupErr = asStepError("config", err)
+	}
+	j.mark("base_sent")
+	return j.res.setupErr
+}
+
+// sendConfig sends the rest of the init's program, with the idmapped
+// workspace as root and the v1 cgroup's tasks files.
 func (j *jail) sendConfig(tasks []*os.File) *StepError {
-	msg, err := jailProgram(j.cfg)
+	msg, err := restProgram(j.cfg)
 	if err != nil {
 		var se *StepError
 		if errors.As(err, &se) {

@@ -58,16 +58,37 @@ func tasksSlot(cfg *childConfig) int {
 	return 0
 }
 
-// jailProgram is what the init runs for cfg.
-func jailProgram(cfg *childConfig) ([]byte, error) {
+// The init gets its program in two parts. The base part builds what
+// does not depend on the run's state: the new root with the host's
+// directories, /dev, /tmp and /proc. The rest mounts the workspace,
+// pivots, and takes the run to execve; it needs the run dir, the cgroup
+// and the seccomp filters, which the parent makes while the init builds
+// the base.
+
+// baseProgram is the first part of what the init runs for cfg.
+func baseProgram(cfg *childConfig) ([]byte, error) {
+	var p jailinit.Program
+	p.Stage("config")
+	p.Mark()
+	buildBase(&p, cfg)
+	p.Stage("base")
+	p.Mark()
+	p.Stage("config")
+	p.Continue()
+	return p.Encode()
+}
+
+// restProgram is the second part. It comes with the idmapped workspace
+// (when cfg.WorkspaceFD) and cfg.CgroupTasks tasks files.
+func restProgram(cfg *childConfig) ([]byte, error) {
 	last, err := lastCap()
 	if err != nil {
 		return nil, stepError("credentials", err)
 	}
 	var p jailinit.Program
-	p.Stage("config")
+	p.Stage("rest")
 	p.Mark()
-	buildRoot(&p, cfg)
+	finishRoot(&p, cfg)
 	p.Stage("hostname")
 	p.Hostname(cfg.Hostname)
 	if !cfg.Network {
@@ -122,7 +143,8 @@ func callProgram(argv, env []string, cwd string) ([]byte, error) {
 
 var lastCap = sync.OnceValues(linux.LastCap)
 
-func buildRoot(p *jailinit.Program, cfg *childConfig) {
+// buildBase builds the new root on a tmpfs, up to the workspace.
+func buildBase(p *jailinit.Program, cfg *childConfig) {
 	root := cfg.RootMount
 	p.Stage("rootfs")
 	// Mount events must not travel between the jail and the host.
@@ -166,6 +188,11 @@ func buildRoot(p *jailinit.Program, cfg *childConfig) {
 	// kernel only lets a user namespace mount procfs where it could see
 	// a full proc mount already (fs/namespace.c, mount_too_revealing).
 	mountProc(p, filepath.Join(root, "proc"))
+}
+
+// finishRoot mounts the workspace in the new root and pivots into it.
+func finishRoot(p *jailinit.Program, cfg *childConfig) {
+	root := cfg.RootMount
 	p.Stage("workspace")
 	mountWorkspace(p, cfg, root)
 	p.Stage("rootfs")

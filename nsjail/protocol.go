@@ -10,10 +10,13 @@ package nsjail
 //	clone(USER|NS|PID|NET|UTS|IPC)
 //	[v2: CLONE_INTO_CGROUP],
 //	write uid_map/gid_map (os/exec)    ─────►  starts; blocks in recvmsg
+//	base of the program                ─────►  builds the base of the new root
+//	                                           (host dirs, /dev, /tmp, /proc)
+//	run dir, cgroup, seccomp filters;
 //	idmap the workspace with the jail's
 //	user namespace (root only)
-//	program [+ workspace fd]
-//	[+ v1 cgroup tasks fds]            ─────►  builds the filesystem view,
+//	rest of the program [+ workspace fd]
+//	[+ v1 cgroup tasks fds]            ─────►  mounts the workspace, pivots,
 //	                                           [v1: joins the run's cgroup],
 //	                                           drops capabilities
 //	                                   ◄─────  {"ready":true,"steps":[...]} just before execve
@@ -43,8 +46,8 @@ import (
 // initName is the argv[0] under which the binary runs as a jail's init.
 const initName = jailinit.Name
 
-// childConfig describes the jail; jailProgram turns it into the init's
-// program. Host paths are absolute.
+// childConfig describes the jail; baseProgram and restProgram turn it
+// into the init's program. Host paths are absolute.
 type childConfig struct {
 	Argv     []string
 	Env      []string

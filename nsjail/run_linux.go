@@ -85,6 +85,39 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			return r, nil
 		}
 	}
+	mnt, err := rootMount(o.StateDir)
+	if err != nil {
+		r.sandboxError(stepError("state", err))
+		r.TotalMS = ms(time.Since(t0))
+		return r, nil
+	}
+	writable := o.Policy.Has(policies.FSWrite)
+	view := hostView()
+	cfg := &childConfig{
+		Argv:        o.Command,
+		Env:         env,
+		Cwd:         o.Cwd,
+		Hostname:    "neonbox",
+		RootMount:   mnt,
+		Workspace:   o.Workspace,
+		WorkspaceFD: ids.rootful,
+		ReadOnly:    view.readOnly,
+		Symlinks:    view.symlinks,
+		Masked:      view.masked,
+		UID:         ids.jailUID,
+		GID:         ids.jailGID,
+		SetGroups:   ids.setGroup,
+		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
+
+		ReadOnlyWorkspace: !writable,
+		Network:           network,
+		Binds:             policyBinds(o.Policy),
+	}
+	if j != nil {
+		// The init builds the base of the jail meanwhile; a failure
+		// is reported by await.
+		_ = j.sendBase(cfg)
+	}
 
 	// The seccomp filters and the cgroup do not depend on the workspace
 	// lock: they are made while the lock is taken and the run dir made.
@@ -138,7 +171,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 	}()
 
-	writable := o.Policy.Has(policies.FSWrite)
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
 	if err != nil {
 		r.sandboxError(stepError("lock", err))
@@ -159,11 +191,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 
-	mnt, err := rootMount(o.StateDir)
-	if err != nil {
-		r.sandboxError(stepError("state", err))
-		return r, nil
-	}
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
 	if sd.se != nil {
@@ -179,29 +206,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			return r, nil
 		}
 	}
-	view := hostView()
-	cfg := &childConfig{
-		Argv:        o.Command,
-		Env:         env,
-		Cwd:         o.Cwd,
-		Hostname:    "neonbox",
-		RunDir:      rd.path,
-		RootMount:   mnt,
-		Workspace:   o.Workspace,
-		WorkspaceFD: ids.rootful,
-		ReadOnly:    view.readOnly,
-		Symlinks:    view.symlinks,
-		Masked:      view.masked,
-		UID:         ids.jailUID,
-		GID:         ids.jailGID,
-		SetGroups:   ids.setGroup,
-		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
-		Seccomp:     filters,
-
-		ReadOnlyWorkspace: !writable,
-		Network:           network,
-		Binds:             policyBinds(o.Policy),
-	}
+	cfg.RunDir, cfg.Seccomp = rd.path, filters
 	runCtx := ctx
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc

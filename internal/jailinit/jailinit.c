@@ -603,6 +603,14 @@ static void run(struct prog *p, int in_call)
 		case JI_AWAIT_CALL:
 			await_call(op);
 			break;
+		case JI_CONTINUE: {
+			// The rest never returns: it ends in execve or a failure.
+			struct prog rest;
+			receive(&rest);
+			run(&rest, 0);
+			fail(op, 0, "the program ended without exec");
+			break;
+		}
 		case JI_LOOKPATH: {
 			if (!st.argv || !st.argv[0])
 				fail(op, 0, "no command");

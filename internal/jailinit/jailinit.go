@@ -76,6 +76,7 @@ const (
 	opReady        code = C.JI_READY
 	opExec         code = C.JI_EXEC
 	opRmdir        code = C.JI_RMDIR
+	opContinue     code = C.JI_CONTINUE
 )
 
 const (
@@ -300,6 +301,10 @@ func (p *Program) AwaitCall() { p.add(opAwaitCall, 0, 0, 0, "call", "") }
 // LookPath finds CMD's executable along the PATH in its environment, or
 // defaultPath.
 func (p *Program) LookPath(defaultPath string) { p.add(opLookPath, 0, 0, 0, "exec", "", defaultPath) }
+
+// Continue receives the rest of the program, with descriptors of its
+// own, and runs it.
+func (p *Program) Continue() { p.add(opContinue, 0, 0, 0, "recvmsg", "") }
 
 // Ready reports "ready" with the marks so far.
 func (p *Program) Ready() { p.add(opReady, 0, 0, 0, "sync", "") }

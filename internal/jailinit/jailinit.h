@@ -54,6 +54,7 @@ enum ji_code {
 	JI_READY,         /* report "ready" and the marks */
 	JI_EXEC,          /* execve CMD */
 	JI_RMDIR,         /* rmdir(path) */
+	JI_CONTINUE,      /* receive the rest of the program and run it */
 	JI_CODE_END
 };
 

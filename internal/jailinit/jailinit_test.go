@@ -42,8 +42,9 @@ type outcome struct {
 	exit    int
 }
 
-// runInit starts the init, sends msg and collects its replies until EOF.
-func runInit(t *testing.T, msg []byte) outcome {
+// runInit starts the init, sends msgs and collects its replies until
+// EOF.
+func runInit(t *testing.T, msgs ...[]byte) outcome {
 	t.Helper()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
@@ -53,7 +54,9 @@ func runInit(t *testing.T, msg []byte) outcome {
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: &stdout, ExtraFiles: []*os.File{child}}
 	require.NoError(t, cmd.Start())
 	child.Close()
-	require.NoError(t, unix.Sendmsg(int(parent.Fd()), msg, nil, nil, 0))
+	for _, msg := range msgs {
+		require.NoError(t, unix.Sendmsg(int(parent.Fd()), msg, nil, nil, 0))
+	}
 	var o outcome
 	buf := make([]byte, 64<<10)
 	for {
@@ -120,6 +123,29 @@ func TestInitExecsTheCommand(t *testing.T) {
 	st, err := os.Stat(filepath.Join(dir, "made"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm()&^0o022)
+}
+
+func TestInitRunsAProgramInTwoParts(t *testing.T) {
+	dir := t.TempDir()
+	var base jailinit.Program
+	base.Stage("base")
+	base.Mkdir(filepath.Join(dir, "first"), 0o755)
+	base.Mark()
+	base.Continue()
+	var rest jailinit.Program
+	rest.Stage("rest")
+	rest.Mkdir(filepath.Join(dir, "first", "second"), 0o755)
+	execTail(&rest, []string{"ls", "first"}, nil, dir)
+
+	o := runInit(t, encode(t, &base), encode(t, &rest))
+	require.Len(t, o.replies, 1)
+	assert.Nil(t, o.replies[0].Error)
+	var names []string
+	for _, s := range o.replies[0].Steps {
+		names = append(names, s.Name)
+	}
+	assert.Equal(t, []string{"started", "base", "done"}, names)
+	assert.Equal(t, "second\n", o.stdout)
 }
 
 func TestInitReportsTheFailedStep(t *testing.T) {
