@@ -148,6 +148,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	var rd runDir // made below; removing the zero runDir does nothing
 	var tFinished time.Time
+	var released chan struct{} // closed once the jail's mounts are gone
 	defer func() {
 		// However the run ends: the cgroup goes (Delete kills what is
 		// left) while the run dir is removed.
@@ -163,6 +164,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			if err := <-cgDeleted; err != nil {
 				r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
 			}
+		}
+		if released != nil {
+			<-released
 		}
 		r.TotalMS = ms(time.Since(t0))
 		r.Phases.ParentPeakRSSKiB = peakRSS()
@@ -219,11 +223,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	handed = true
 	res := j.await(runCtx)
 	tSpawn := res.clone
-	// The jail's mounts go while the result is read and the workspace
-	// finished, before the run dir is removed.
-	released := make(chan struct{})
+	// The jail's mounts go while the result is read, the workspace
+	// finished and the run dir removed (overlay only holds references
+	// to its upper and work dirs; nothing can use it any more).
+	released = make(chan struct{})
 	go func() { res.releaseMountNS(); close(released) }()
-	defer func() { <-released }()
 	if stdout != nil {
 		r.Stdout, r.StdoutTruncated = stdout.result()
 		r.Stderr, r.StderrTruncated = stderr.result()
