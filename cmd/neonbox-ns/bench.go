@@ -416,6 +416,27 @@ func machineInfo() map[string]string {
 	}
 }
 
+// printPhases prints the median of each phase in keys, then the steps
+// (the "spawn." phases) in the order they happened.
+func printPhases(w io.Writer, title string, phases map[string]float64, keys []string, stepsTitle string) {
+	fmt.Fprintf(w, "%s (median ms):", title)
+	for _, k := range keys {
+		fmt.Fprintf(w, " %s %.2f", k, phases[k])
+	}
+	var steps []string
+	for k, v := range phases {
+		if strings.HasPrefix(k, "spawn.") && v >= 0 {
+			steps = append(steps, k)
+		}
+	}
+	sort.Slice(steps, func(i, j int) bool { return phases[steps[i]] < phases[steps[j]] })
+	fmt.Fprintf(w, "\n%s:", stepsTitle)
+	for _, k := range steps {
+		fmt.Fprintf(w, " %s %.2f", strings.TrimPrefix(k, "spawn."), phases[k])
+	}
+	fmt.Fprintln(w)
+}
+
 func printBench(w io.Writer, rep *BenchReport) {
 	m := rep.Machine
 	fmt.Fprintf(w, "machine: kernel %s, %s CPUs, cgroup %s; command: %s\n\n", m["kernel"], m["cpus"], m["cgroup"], strings.Join(rep.Command, " "))
@@ -430,46 +451,16 @@ func printBench(w io.Writer, rep *BenchReport) {
 	for _, m := range rep.Missing {
 		fmt.Fprintf(w, "(%s is not installed: not measured)\n", m)
 	}
-	fmt.Fprintf(w, "\nneonbox-ns phases (median ms):")
-	for _, k := range []string{"prepare", "spawn", "run", "finish", "teardown", "total"} {
-		fmt.Fprintf(w, " %s %.2f", k, rep.Phases[k])
-	}
-	var spawn []string
-	for k := range rep.Phases {
-		if strings.HasPrefix(k, "spawn.") {
-			spawn = append(spawn, k)
-		}
-	}
-	sort.Slice(spawn, func(i, j int) bool { return rep.Phases[spawn[i]] < rep.Phases[spawn[j]] })
-	fmt.Fprintf(w, "\nspawn steps (ms after the clone):")
-	for _, k := range spawn {
-		fmt.Fprintf(w, " %s %.2f", strings.TrimPrefix(k, "spawn."), rep.Phases[k])
-	}
+	fmt.Fprintln(w)
+	printPhases(w, "neonbox-ns phases", rep.Phases, []string{"prepare", "spawn", "run", "finish", "teardown", "total"}, "spawn steps (ms after the clone)")
 	var rss int64
 	for _, s := range rep.Runners {
 		if s.Runner == "neonbox-ns" {
 			rss = s.MaxRSSKiB
 		}
 	}
-	fmt.Fprintf(w, "\njail peak memory (median): %.2f MB; neonbox-ns process peak RSS (max): %d KiB\n", rep.JailPeak, rss)
+	fmt.Fprintf(w, "jail peak memory (median): %.2f MB; neonbox-ns process peak RSS (max): %d KiB\n", rep.JailPeak, rss)
 	if rep.PoolPhases != nil {
-		fmt.Fprintf(w, "pool call phases (median ms):")
-		for _, k := range []string{"prepare", "spawn", "run", "finish", "total"} {
-			fmt.Fprintf(w, " %s %.2f", k, rep.PoolPhases[k])
-		}
-		var steps []string
-		for k := range rep.PoolPhases {
-			if strings.HasPrefix(k, "spawn.") {
-				steps = append(steps, k)
-			}
-		}
-		sort.Slice(steps, func(i, j int) bool { return rep.PoolPhases[steps[i]] < rep.PoolPhases[steps[j]] })
-		fmt.Fprintf(w, "\npool call steps (ms after the command was sent):")
-		for _, k := range steps {
-			if rep.PoolPhases[k] >= 0 {
-				fmt.Fprintf(w, " %s %.2f", strings.TrimPrefix(k, "spawn."), rep.PoolPhases[k])
-			}
-		}
-		fmt.Fprintln(w)
+		printPhases(w, "pool call phases", rep.PoolPhases, []string{"prepare", "spawn", "run", "finish", "total"}, "pool call steps (ms after the command was sent)")
 	}
 }

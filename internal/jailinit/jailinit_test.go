@@ -27,13 +27,24 @@ type reply struct {
 		Name string `json:"name"`
 		At   int64  `json:"at"`
 	} `json:"steps"`
-	Error *struct {
-		Stage   string `json:"stage"`
-		Op      string `json:"op"`
-		Path    string `json:"path"`
-		Errno   int    `json:"errno"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error *failure `json:"error"`
+}
+
+type failure struct {
+	Stage   string `json:"stage"`
+	Op      string `json:"op"`
+	Path    string `json:"path"`
+	Errno   int    `json:"errno"`
+	Message string `json:"message"`
+}
+
+// failed checks that the init reported one failure and exited 1.
+func failed(t *testing.T, o outcome) *failure {
+	t.Helper()
+	require.Len(t, o.replies, 1)
+	require.NotNil(t, o.replies[0].Error)
+	assert.Equal(t, 1, o.exit)
+	return o.replies[0].Error
 }
 
 type outcome struct {
@@ -156,24 +167,17 @@ func TestInitReportsTheFailedStep(t *testing.T) {
 	p.Mkdir(missing, 0o755)
 	execTail(&p, []string{"true"}, nil, dir)
 
-	o := runInit(t, encode(t, &p))
-	require.Len(t, o.replies, 1)
-	e := o.replies[0].Error
-	require.NotNil(t, e)
+	e := failed(t, runInit(t, encode(t, &p)))
 	assert.Equal(t, "rootfs", e.Stage)
 	assert.Equal(t, "mkdir", e.Op)
 	assert.Equal(t, missing, e.Path)
 	assert.Equal(t, int(unix.ENOENT), e.Errno)
-	assert.Equal(t, 1, o.exit)
 }
 
 func TestInitReportsAMissingCommand(t *testing.T) {
 	var p jailinit.Program
 	execTail(&p, []string{"no-such-command-here"}, []string{"PATH=/bin"}, "/")
-	o := runInit(t, encode(t, &p))
-	require.Len(t, o.replies, 1)
-	e := o.replies[0].Error
-	require.NotNil(t, e)
+	e := failed(t, runInit(t, encode(t, &p)))
 	assert.Equal(t, "exec", e.Stage)
 	assert.Equal(t, "no-such-command-here", e.Path)
 	assert.Equal(t, int(unix.ENOENT), e.Errno)
@@ -222,13 +226,9 @@ func TestInitRefusesMalformedPrograms(t *testing.T) {
 		"no ops":    []byte("NBI1\x05\x00\x00\x00"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			o := runInit(t, msg)
-			require.Len(t, o.replies, 1)
-			e := o.replies[0].Error
-			require.NotNil(t, e)
+			e := failed(t, runInit(t, msg))
 			assert.Equal(t, "config", e.Stage)
 			assert.Contains(t, e.Message, "malformed program")
-			assert.Equal(t, 1, o.exit)
 		})
 	}
 }
@@ -257,13 +257,9 @@ func TestInitReportsFailuresOnLongPaths(t *testing.T) {
 	p.Stage("rootfs")
 	p.Mkdir(long, 0o755)
 	execTail(&p, []string{"true"}, nil, "/")
-	o := runInit(t, encode(t, &p))
-	require.Len(t, o.replies, 1)
-	e := o.replies[0].Error
-	require.NotNil(t, e)
+	e := failed(t, runInit(t, encode(t, &p)))
 	assert.Equal(t, "rootfs", e.Stage)
 	assert.Equal(t, "mkdir", e.Op)
 	assert.Empty(t, e.Path)
 	assert.Contains(t, e.Message, "too long")
-	assert.Equal(t, 1, o.exit)
 }
