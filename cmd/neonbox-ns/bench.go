@@ -446,7 +446,11 @@ func printBench(w io.Writer, rep *BenchReport) {
 		if s.RatioToBwrap > 0 {
 			ratio = fmt.Sprintf("%.2f", s.RatioToBwrap)
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %s |\n", s.Runner, s.MedianMS, s.P95MS, s.P99MS, s.MinMS, s.RunsPerSec, s.ParallelRunsPerSec, ratio)
+		parallel := "-"
+		if rep.Jobs > 0 {
+			parallel = fmt.Sprintf("%.0f", s.ParallelRunsPerSec)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.0f | %s | %s |\n", s.Runner, s.MedianMS, s.P95MS, s.P99MS, s.MinMS, s.RunsPerSec, parallel, ratio)
 	}
 	for _, m := range rep.Missing {
 		fmt.Fprintf(w, "(%s is not installed: not measured)\n", m)
