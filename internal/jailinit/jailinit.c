@@ -35,7 +35,9 @@
 #define SYNC_FD 3
 #define MAX_MSG (1 << 20)
 #define MAX_MARKS 32
-#define MAX_ARGS 4096
+// Each string takes at least 5 bytes (length and NUL): a message cannot
+// hold more.
+#define MAX_STRS (MAX_MSG / 5)
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -142,6 +144,8 @@ static size_t append(char *out, size_t cap, size_t at, const char *s)
 }
 
 static const char too_long[] = "(the error report was too long)";
+static const char too_long_report[] =
+	"{\"error\":{\"stage\":\"init\",\"message\":\"(the error report was too long)\"}}";
 
 // fail_at reports that op failed on path with err (an errno; the parent
 // words it when msg is NULL) or with msg, and ends the init.
@@ -168,6 +172,8 @@ static void fail_at(const struct op *op, const char *path, int err, const char *
 		put(out, at);
 	else if (msg != too_long) // too long to report whole: say what fits
 		fail_at(op, "", err, too_long);
+	else
+		put(too_long_report, sizeof(too_long_report) - 1);
 	_exit(1);
 }
 
@@ -228,9 +234,12 @@ static uint64_t le(const unsigned char *p, int n)
 static void receive(struct prog *p)
 {
 	unsigned char *buf = malloc(MAX_MSG);
-	char cbuf[CMSG_SPACE(JI_MAX_FDS * sizeof(int))];
+	union {
+		char buf[CMSG_SPACE(JI_MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
 	struct iovec iov = {buf, MAX_MSG};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
 	ssize_t n;
 	if (!buf)
 		fail(NULL, ENOMEM, NULL);
@@ -277,7 +286,7 @@ static void receive(struct prog *p)
 		op->a = le(q + 8, 8);
 		op->b = le(q + 16, 8);
 		q += 24;
-		if (op->code == 0 || op->code >= JI_CODE_END || op->nstr < JI_META || op->nstr > MAX_ARGS)
+		if (op->code == 0 || op->code >= JI_CODE_END || op->nstr < JI_META || op->nstr > MAX_STRS)
 			fail(NULL, 0, "malformed program: bad op");
 		op->s = calloc(op->nstr + 1, sizeof(char *));
 		op->len = calloc(op->nstr, sizeof(uint32_t));
@@ -287,7 +296,8 @@ static void receive(struct prog *p)
 			NEED(4);
 			uint32_t len = (uint32_t)le(q, 4);
 			q += 4;
-			NEED((size_t)len + 1);
+			if ((size_t)len >= (size_t)(end - q))
+				fail(NULL, 0, "malformed program: truncated");
 			if (q[len] != 0 || (op->code != JI_SECCOMP && memchr(q, 0, len)))
 				fail(NULL, 0, "malformed program: bad string");
 			op->s[j] = (char *)q;
@@ -319,6 +329,11 @@ static int slot(const struct prog *p, const struct op *op, uint64_t i)
 
 static int mkdir_all(char *path)
 {
+	struct stat sb;
+	if (path[0] != '/') {
+		errno = EINVAL;
+		return -1;
+	}
 	for (char *s = path + 1; *s; s++) {
 		if (*s != '/')
 			continue;
@@ -328,8 +343,16 @@ static int mkdir_all(char *path)
 		if (r < 0 && errno != EEXIST)
 			return -1;
 	}
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+	if (mkdir(path, 0755) == 0)
+		return 0;
+	if (errno != EEXIST)
 		return -1;
+	if (stat(path, &sb) < 0)
+		return -1;
+	if (!S_ISDIR(sb.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
 	return 0;
 }
 
@@ -409,7 +432,7 @@ static int capset_zero(void)
 
 static int load_seccomp(const struct op *op, const char *bpf, size_t len)
 {
-	if (len == 0 || len % sizeof(struct sock_filter) != 0)
+	if (len == 0 || len % sizeof(struct sock_filter) != 0 || len / sizeof(struct sock_filter) > BPF_MAXINSNS)
 		fail(op, 0, "empty or malformed seccomp program");
 	struct sock_fprog prog = {.len = (unsigned short)(len / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
 	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
@@ -422,15 +445,17 @@ static const char *lookpath(const char *file, const char *path)
 	static char buf[4096];
 	if (strchr(file, '/'))
 		return file;
+	if (!*path) // PATH= searches nothing
+		return NULL;
 	for (const char *p = path;; p++) {
 		const char *e = strchrnul(p, ':');
-		int n = (int)(e - p);
+		int n = (int)(e - p), w;
 		if (n == 0)
-			snprintf(buf, sizeof(buf), "./%s", file);
+			w = snprintf(buf, sizeof(buf), "./%s", file);
 		else
-			snprintf(buf, sizeof(buf), "%.*s/%s", n, p, file);
+			w = snprintf(buf, sizeof(buf), "%.*s/%s", n, p, file);
 		struct stat sb;
-		if (stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 0111))
+		if (w > 0 && (size_t)w < sizeof(buf) && stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 0111))
 			return buf;
 		if (!*e)
 			return NULL;
@@ -588,9 +613,11 @@ static void run(struct prog *p, int in_call)
 		case JI_NO_NEW_PRIVS:
 			r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 			break;
-		case JI_SECCOMP:
-			r = load_seccomp(op, arg(op, 0), op->len[JI_META]);
+		case JI_SECCOMP: {
+			const char *bpf = arg(op, 0); // checks that it is there
+			r = load_seccomp(op, bpf, op->len[JI_META]);
 			break;
+		}
 		case JI_PDEATHSIG:
 			r = prctl(PR_SET_PDEATHSIG, (unsigned long)op->a, 0, 0, 0);
 			break;
@@ -629,6 +656,8 @@ static void run(struct prog *p, int in_call)
 			execve(st.path, st.argv, st.envp);
 			fail_at(op, st.path, errno, NULL);
 			break;
+		default:
+			fail(op, 0, "malformed program: unknown op");
 		}
 		if (r < 0)
 			fail(op, errno, NULL);
@@ -642,7 +671,7 @@ static void mark_all_cloexec(void)
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
 	if (!d)
-		return;
+		fail(NULL, errno, "cannot mark inherited descriptors close-on-exec");
 	while ((e = readdir(d))) {
 		int fd = atoi(e->d_name);
 		if (fd > 2 && fd != dirfd(d))
@@ -651,6 +680,8 @@ static void mark_all_cloexec(void)
 	closedir(d);
 }
 
+// glibc passes argc, argv and envp to constructors (musl does not: this
+// init needs glibc, which neonbox-ns links against for libseccomp).
 __attribute__((constructor)) static void neonbox_init(int argc, char **argv, char **envp)
 {
 	(void)envp;

@@ -209,7 +209,7 @@ func (p *Program) bind(src, dst string, attrs uint64, recursive bool, flags uint
 	if recursive {
 		flags |= flagRecursive
 	}
-	p.add(opBind, flags, attrs, 0, "bind "+src, dst, src, dst)
+	p.add(opBind, flags, attrs, 0, "bind", dst, src, dst)
 }
 
 // MoveFD attaches the detached mount in descriptor slot (the order in

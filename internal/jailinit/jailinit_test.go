@@ -263,3 +263,16 @@ func TestInitReportsFailuresOnLongPaths(t *testing.T) {
 	assert.Empty(t, e.Path)
 	assert.Contains(t, e.Message, "too long")
 }
+
+func TestInitTakesLongArgumentLists(t *testing.T) {
+	argv := []string{"sh", "-c", `echo "$#"`, "sh"}
+	for i := 0; i < 10000; i++ {
+		argv = append(argv, "a")
+	}
+	var p jailinit.Program
+	execTail(&p, argv, nil, "/")
+	o := runInit(t, encode(t, &p))
+	require.Len(t, o.replies, 1)
+	assert.Nil(t, o.replies[0].Error)
+	assert.Equal(t, "10000\n", o.stdout)
+}
