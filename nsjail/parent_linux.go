@@ -221,8 +221,19 @@ func (j *jail) sendBase(cfg *childConfig) *StepError {
 }
 
 // sendConfig sends the rest of the init's program, with the idmapped
-// workspace as root and the v1 cgroup's tasks files.
+// workspace as root and the v1 cgroup's tasks files. If the init failed
+// in the base of its program meanwhile, its own report is returned.
 func (j *jail) sendConfig(tasks []*os.File) *StepError {
+	se := j.sendRest(tasks)
+	if se != nil {
+		if ie := j.initFailure(); ie != nil {
+			return ie
+		}
+	}
+	return se
+}
+
+func (j *jail) sendRest(tasks []*os.File) *StepError {
 	msg, err := restProgram(j.cfg)
 	if err != nil {
 		var se *StepError
@@ -252,6 +263,17 @@ func (j *jail) sendConfig(tasks []*os.File) *StepError {
 		return stepError("config", os.NewSyscallError("sendmsg", err))
 	}
 	return nil
+}
+
+// initFailure returns what the init reported if it has already written
+// to the socket (it writes nothing before "ready" or "prepared" unless a
+// step failed, and exits after an error), or nil.
+func (j *jail) initFailure() *StepError {
+	pfd := []unix.PollFd{{Fd: int32(j.sock.Fd()), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err != nil || n == 0 {
+		return nil
+	}
+	return j.readUntilExec(false)
 }
 
 func (j *jail) mark(name string) {
