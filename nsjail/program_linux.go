@@ -85,6 +85,10 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	if err != nil {
 		return nil, stepError("credentials", err)
 	}
+	if len(cfg.Seccomp) == 0 {
+		// Every jail gets neonbox-ns's own filter at least.
+		return nil, &StepError{Stage: "seccomp", Message: "no seccomp filter to load"}
+	}
 	var p jailinit.Program
 	p.Stage("rest")
 	p.Mark()
@@ -355,11 +359,12 @@ func dropPrivileges(p *jailinit.Program, cfg *childConfig, lastCap int) {
 	p.Setresgid(cfg.GID)
 	p.Setresuid(cfg.UID)
 	p.CapsetZero()
+	// A change of credentials clears the parent-death signal; set it
+	// again so the jail dies with neonbox-ns. Before the filters: a
+	// policy's own filter may deny prctl.
+	p.Pdeathsig(int(unix.SIGKILL))
 	p.NoNewPrivs()
 	for _, prog := range cfg.Seccomp {
 		p.Seccomp(prog)
 	}
-	// A change of credentials clears the parent-death signal; set it
-	// again so the jail dies with neonbox-ns.
-	p.Pdeathsig(int(unix.SIGKILL))
 }
