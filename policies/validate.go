@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -168,6 +169,9 @@ func checkBind(p string) string {
 	}
 	if real != p {
 		return fmt.Sprintf("%q goes through a symlink (to %s); name the real path", p, real)
+	}
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return fmt.Sprintf("%q is not a directory", p)
 	}
 	return ""
 }
