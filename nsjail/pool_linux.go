@@ -15,8 +15,8 @@ import (
 )
 
 // Pool keeps jails for one workspace and policy prepared ahead of time:
-// namespaces, filesystem view, cgroup (already joined), waiting for a
-// command. A call then costs little more than handing the command over,
+// namespaces, filesystem view and cgroup made (on v1 the init's thread
+// joins it just before execve), waiting for a command. A call then costs little more than handing the command over,
 // yet each call is still a fresh jail with its own overlay upper dir and
 // cgroup, and nothing of one call is visible to the next. Teardown of a
 // finished call happens in the background; Close waits for it.
