@@ -28,8 +28,9 @@ const benchUsage = `Usage: neonbox-ns bench [flags] [-- CMD [ARG...]]
 
 Measures the wall time of CMD (default /bin/true) run plainly, under
 unshare -Urmpnf, under bwrap (each only if installed) and under
-neonbox-ns exec with the default policy, interleaved (A B C D A B ...)
-after a warm-up, then with -j workers in parallel. With --pool, also
+neonbox-ns exec with the default policy and cgroup limits (1 GiB of
+memory, 2 CPUs, 4096 tasks: written, never reached), interleaved
+(A B C D A B ...) after a warm-up, then with -j workers in parallel. With --pool, also
 calls of a warm nsjail.Pool (jails prepared ahead, each call still a
 fresh jail) made from this process. Each --baseline LABEL=PATH adds
 another neonbox-ns binary (an older build, say) as a runner of its own,
@@ -221,10 +222,16 @@ func benchRunners(self, state string, cmd []string) ([]runner, []string) {
 	return rs, missing
 }
 
+// benchLimits are the cgroup limits every neonbox-ns run and Pool call
+// gets in the benchmark: generous, so that they never bite, but written.
+var benchLimits = cgroup.Limits{MemoryBytes: 1 << 30, CPUs: 2, Pids: 4096}
+
 // neonboxRunner runs cmd with the neonbox-ns binary at bin.
 func neonboxRunner(name, bin, state string, cmd []string) runner {
 	return runner{name: name, receipts: true, argv: func(ws string) []string {
-		return append([]string{bin, "exec", "--workspace", ws, "--state-dir", state, "--json", "--"}, cmd...)
+		return append([]string{bin, "exec", "--workspace", ws, "--state-dir", state, "--json",
+			"--memory", fmt.Sprint(benchLimits.MemoryBytes), "--cpus", fmt.Sprint(benchLimits.CPUs), "--pids", fmt.Sprint(benchLimits.Pids),
+			"--"}, cmd...)
 	}}
 }
 
@@ -378,7 +385,7 @@ func (b *benchPools) call(ws string) (sample, error) {
 	p, ok := b.byWS[ws]
 	if !ok {
 		var err error
-		p, err = nsjail.NewPool(context.Background(), nsjail.Options{Workspace: ws, StateDir: b.state}, 2)
+		p, err = nsjail.NewPool(context.Background(), nsjail.Options{Workspace: ws, StateDir: b.state, Limits: benchLimits}, 2)
 		if err != nil {
 			b.mu.Unlock()
 			return sample{}, err
