@@ -17,7 +17,9 @@ import (
 )
 
 // BenchmarkRun runs a small change (one file written) in a jail over a
-// workspace of 10 and of 100,000 files, committed and rolled back.
+// workspace of 10 and of 100,000 files, committed and rolled back, and
+// reports the median of each phase (setup is Run to CMD's execve; spawn,
+// clone to execve; run; commit or rollback; teardown).
 // Setup and rollback must not grow with the workspace: overlayfs mounts
 // it as it is, and only the upper dir is walked.
 func BenchmarkRun(b *testing.B) {
@@ -41,7 +43,7 @@ func BenchmarkRun(b *testing.B) {
 		ws, state := filepath.Join(base, "ws"), filepath.Join(base, "state")
 		for _, commit := range []nsjail.CommitMode{nsjail.CommitNever, nsjail.CommitOnSuccess} {
 			b.Run(fmt.Sprintf("files=%d/commit=%s", files, commit), func(b *testing.B) {
-				var setup, finish []float64
+				var setup, spawn, run, finish, teardown []float64
 				for b.Loop() {
 					r, err := nsjail.Run(context.Background(), nsjail.Options{
 						Command:   []string{"sh", "-c", "echo x > out.txt"},
@@ -52,10 +54,18 @@ func BenchmarkRun(b *testing.B) {
 						b.Fatalf("%v %+v", err, r)
 					}
 					setup = append(setup, r.SetupMS)
+					spawn = append(spawn, r.Phases.SpawnMS)
+					run = append(run, r.Phases.RunMS)
 					finish = append(finish, r.Phases.FinishMS)
+					teardown = append(teardown, r.Phases.TeardownMS)
 				}
+				// Medians of the receipt's phases, one metric each, as
+				// benchstat reads them.
 				b.ReportMetric(median(setup), "setup-ms")
+				b.ReportMetric(median(spawn), "spawn-ms")
+				b.ReportMetric(median(run), "run-ms")
 				b.ReportMetric(median(finish), "commit-or-rollback-ms")
+				b.ReportMetric(median(teardown), "teardown-ms")
 			})
 		}
 	}
