@@ -17,57 +17,59 @@ import (
 )
 
 // BenchmarkRun runs a small change (one file written) in a jail over a
-// workspace of 10 and of 100,000 files, committed and rolled back, and
-// reports the median of each phase (setup is Run to CMD's execve; spawn,
-// clone to execve; run; commit or rollback; teardown).
-// Setup and rollback must not grow with the workspace: overlayfs mounts
-// it as it is, and only the upper dir is walked.
+// workspace of 10 files and one of 100,000, alternately (so that the
+// machine's drift lands on both alike), committed and rolled back, and
+// reports for each size the median of each phase of the receipt: setup
+// (Run to CMD's execve), spawn (clone to execve), run, commit or
+// rollback, teardown. Setup and rollback must not grow with the
+// workspace: overlayfs mounts it as it is, and only the upper dir is
+// walked.
 func BenchmarkRun(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.RequireUserNS(b)
 	// Both workspaces are made, and written out, before anything is
-	// timed: the writeback of 100,000 new files must not land in the
-	// other case's figures.
-	bases := map[int]string{}
-	for _, files := range []int{10, 100000} {
-		bases[files] = testutil.WorldTraversableTempDir(b)
-		if err := makeWorkspace(filepath.Join(bases[files], "ws"), files); err != nil {
+	// timed.
+	sizes := []struct {
+		files int
+		label string
+		base  string
+	}{{10, "10", ""}, {100000, "100k", ""}}
+	for i := range sizes {
+		sizes[i].base = testutil.WorldTraversableTempDir(b)
+		if err := makeWorkspace(filepath.Join(sizes[i].base, "ws"), sizes[i].files); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := syncFS(bases[10]); err != nil {
+	if err := syncFS(sizes[0].base); err != nil {
 		b.Fatal(err)
 	}
-	for _, files := range []int{10, 100000} {
-		base := bases[files]
-		ws, state := filepath.Join(base, "ws"), filepath.Join(base, "state")
-		for _, commit := range []nsjail.CommitMode{nsjail.CommitNever, nsjail.CommitOnSuccess} {
-			b.Run(fmt.Sprintf("files=%d/commit=%s", files, commit), func(b *testing.B) {
-				var setup, spawn, run, finish, teardown []float64
-				for b.Loop() {
+	for _, commit := range []nsjail.CommitMode{nsjail.CommitNever, nsjail.CommitOnSuccess} {
+		b.Run("commit="+string(commit), func(b *testing.B) {
+			phases := map[string][]float64{}
+			for b.Loop() {
+				for _, sz := range sizes {
 					r, err := nsjail.Run(context.Background(), nsjail.Options{
 						Command:   []string{"sh", "-c", "echo x > out.txt"},
-						Workspace: ws, StateDir: state, Commit: commit,
+						Workspace: filepath.Join(sz.base, "ws"), StateDir: filepath.Join(sz.base, "state"), Commit: commit,
 						Stdout: io.Discard, Stderr: io.Discard, HostEnv: []string{"PATH=/usr/bin:/bin"},
 					})
 					if err != nil || r.Status != nsjail.StatusSuccess {
 						b.Fatalf("%v %+v", err, r)
 					}
-					setup = append(setup, r.SetupMS)
-					spawn = append(spawn, r.Phases.SpawnMS)
-					run = append(run, r.Phases.RunMS)
-					finish = append(finish, r.Phases.FinishMS)
-					teardown = append(teardown, r.Phases.TeardownMS)
+					for name, v := range map[string]float64{
+						"setup": r.SetupMS, "spawn": r.Phases.SpawnMS, "run": r.Phases.RunMS,
+						"commit-or-rollback": r.Phases.FinishMS, "teardown": r.Phases.TeardownMS,
+					} {
+						key := name + "-" + sz.label + "-files-ms"
+						phases[key] = append(phases[key], v)
+					}
 				}
-				// Medians of the receipt's phases, one metric each, as
-				// benchstat reads them.
-				b.ReportMetric(median(setup), "setup-ms")
-				b.ReportMetric(median(spawn), "spawn-ms")
-				b.ReportMetric(median(run), "run-ms")
-				b.ReportMetric(median(finish), "commit-or-rollback-ms")
-				b.ReportMetric(median(teardown), "teardown-ms")
-			})
-		}
+			}
+			// One metric per phase and size, as benchstat reads them.
+			for key, vs := range phases {
+				b.ReportMetric(median(vs), key)
+			}
+		})
 	}
 }
 
