@@ -61,66 +61,10 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		o.Stdout, o.Stderr = stdout, stderr
 	}
 
-	// Where the jail can be born before its cgroup exists (v1, or no
-	// cgroups: the init joins at the end of its program), its start
-	// overlaps with the preparation below. On v2 it is cloned into the
-	// cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with --disk
-	// the run dir is a tmpfs mounted below, which a jail cloned before
-	// would not see.
 	network := o.Policy.Has(policies.Network)
 	host := cgroup.Probe()
-	var j *jail
-	handed := false // to await, which waits for the jail's end
-	defer func() {
-		if j != nil && !handed {
-			j.kill()
-			j.res.releaseMountNS()
-		}
-	}()
-	if v, _ := host.Version(); v != cgroup.V2 && o.DiskBytes == 0 {
-		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil); err != nil {
-			r.sandboxError(asStepError("spawn", err))
-			r.RollbackPerformed = true
-			r.TotalMS = ms(time.Since(t0))
-			return r, nil
-		}
-	}
-	mnt, err := rootMount(o.StateDir)
-	if err != nil {
-		r.sandboxError(stepError("state", err))
-		r.TotalMS = ms(time.Since(t0))
-		return r, nil
-	}
-	writable := o.Policy.Has(policies.FSWrite)
-	view := hostView()
-	cfg := &childConfig{
-		Argv:        o.Command,
-		Env:         env,
-		Cwd:         o.Cwd,
-		Hostname:    "neonbox",
-		RootMount:   mnt,
-		Workspace:   o.Workspace,
-		WorkspaceFD: ids.rootful,
-		ReadOnly:    view.readOnly,
-		Symlinks:    view.symlinks,
-		Masked:      view.masked,
-		UID:         ids.jailUID,
-		GID:         ids.jailGID,
-		SetGroups:   ids.setGroup,
-		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
-
-		ReadOnlyWorkspace: !writable,
-		Network:           network,
-		Binds:             policyBinds(o.Policy),
-	}
-	if j != nil {
-		// The init builds the base of the jail meanwhile; a failure
-		// is reported by await.
-		_ = j.sendBase(cfg)
-	}
-
-	// The seccomp filters and the cgroup do not depend on the workspace
-	// lock: they are made while the lock is taken and the run dir made.
+	// The seccomp filters and the cgroup depend on neither the jail
+	// nor the workspace lock: they are made meanwhile.
 	type side struct {
 		filters [][]byte
 		cg      *cgroup.Cgroup
@@ -174,6 +118,62 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			r.Phases.TeardownMS = ms(time.Since(tFinished))
 		}
 	}()
+
+	// Where the jail can be born before its cgroup exists (v1, or no
+	// cgroups: the init joins at the end of its program), its start
+	// overlaps with the preparation below. On v2 it is cloned into the
+	// cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with --disk
+	// the run dir is a tmpfs mounted below, which a jail cloned before
+	// would not see.
+	var j *jail
+	handed := false // to await, which waits for the jail's end
+	defer func() {
+		if j != nil && !handed {
+			j.kill()
+			j.res.releaseMountNS()
+		}
+	}()
+	if v, _ := host.Version(); v != cgroup.V2 && o.DiskBytes == 0 {
+		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil); err != nil {
+			r.sandboxError(asStepError("spawn", err))
+			r.RollbackPerformed = true
+			r.TotalMS = ms(time.Since(t0))
+			return r, nil
+		}
+	}
+	mnt, err := rootMount(o.StateDir)
+	if err != nil {
+		r.sandboxError(stepError("state", err))
+		r.TotalMS = ms(time.Since(t0))
+		return r, nil
+	}
+	writable := o.Policy.Has(policies.FSWrite)
+	view := hostView()
+	cfg := &childConfig{
+		Argv:        o.Command,
+		Env:         env,
+		Cwd:         o.Cwd,
+		Hostname:    "neonbox",
+		RootMount:   mnt,
+		Workspace:   o.Workspace,
+		WorkspaceFD: ids.rootful,
+		ReadOnly:    view.readOnly,
+		Symlinks:    view.symlinks,
+		Masked:      view.masked,
+		UID:         ids.jailUID,
+		GID:         ids.jailGID,
+		SetGroups:   ids.setGroup,
+		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
+
+		ReadOnlyWorkspace: !writable,
+		Network:           network,
+		Binds:             policyBinds(o.Policy),
+	}
+	if j != nil {
+		// The init builds the base of the jail meanwhile; a failure
+		// is reported by await.
+		_ = j.sendBase(cfg)
+	}
 
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
 	if err != nil {
