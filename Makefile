@@ -18,6 +18,7 @@ deps:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/neonbox-ns
+	$(GO) build -o $(dir $(BIN))neonbox-ns-mcp ./cmd/neonbox-ns-mcp
 
 # A real isolated run: the command sees the workspace through overlayfs,
 # writes a file, and the receipt says what it changed.

@@ -58,7 +58,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "doctor":
 		return doctorMain(args[1:], stdout, stderr)
 	case "mcp":
-		return mcpMain(args[1:], stdin, stdout, stderr)
+		return mcpMain(args[1:], stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

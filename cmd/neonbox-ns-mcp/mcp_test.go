@@ -279,8 +279,13 @@ func (r *recorder) Close() error { return r.r.Close() }
 // closes, leaving nothing behind.
 func TestMCPStdio(t *testing.T) {
 	e := newMCPEnv(t)
-	bin := filepath.Join(t.TempDir(), "neonbox-ns")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	// Both binaries, side by side as make build leaves them: the test
+	// goes through "neonbox-ns mcp".
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "neonbox-ns")
+	out, err := exec.Command("go", "build", "-o", bin, "../neonbox-ns").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	out, err = exec.Command("go", "build", "-o", filepath.Join(dir, "neonbox-ns-mcp"), ".").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -366,7 +371,7 @@ func TestMCPUsage(t *testing.T) {
 		{[]string{"--workspace", dir, "--state-dir", filepath.Join(dir, "state")}, "is inside the workspace"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(append([]string{"mcp"}, tc.args...), strings.NewReader(""), &stdout, &stderr)
+		code := mcpMain(tc.args, strings.NewReader(""), &stdout, &stderr)
 		assert.Equal(t, nsjail.ExitUsage, code, "%v", tc.args)
 		assert.Contains(t, stderr.String(), tc.want, "%v", tc.args)
 		assert.Empty(t, stdout.String(), "%v", tc.args)
