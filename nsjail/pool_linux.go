@@ -40,6 +40,7 @@ type warmJail struct {
 	cg *cgroup.Cgroup
 	j  *jail
 	t0 time.Time
+	ws unix.Stat_t // the workspace root when the upper root was made
 }
 
 // NewPool prepares size jails (default 2) for the options in o, whose
@@ -116,12 +117,11 @@ func (p *Pool) prepare() (*warmJail, error) {
 	w := &warmJail{t0: time.Now(), r: &Receipt{
 		ID: newRunID(), Workspace: o.Workspace, Cgroup: "none", Changes: emptyChanges(), Policy: policyRef(o.Policy),
 	}}
-	var ws unix.Stat_t
-	if err := unix.Stat(o.Workspace, &ws); err != nil {
+	if err := unix.Stat(o.Workspace, &w.ws); err != nil {
 		return nil, err
 	}
 	var err error
-	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &ws, o.DiskBytes); err != nil {
+	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &w.ws, o.DiskBytes); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
 	if w.cg, err = w.r.newCgroup(&o, o.Logger, cgroup.Probe()); err != nil {
@@ -250,9 +250,11 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	// The jail was prepared before earlier calls committed: its upper
 	// root must show the workspace root as it is now, or an empty call
-	// would "commit" the root's old mtime back.
+	// would "commit" the root's old mtime back. Any change to the
+	// root's owner, mode, xattrs or times moves its ctime.
 	var ws unix.Stat_t
-	if err := unix.Stat(call.Workspace, &ws); err == nil {
+	err = unix.Stat(call.Workspace, &ws)
+	if err == nil && !sameInode(&ws, &w.ws) {
 		err = setUpperRoot(w.rd.upper(), call.Workspace, p.ids, &ws)
 	}
 	if err != nil {
@@ -309,6 +311,13 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	r.Phases.FinishMS = ms(time.Since(res.exitTime))
 	r.TotalMS = ms(time.Since(t0))
 	return r, nil
+}
+
+// sameInode reports whether a and b describe the same inode with the
+// same metadata (nothing was changed between the two stats).
+func sameInode(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Mode == b.Mode && a.Uid == b.Uid && a.Gid == b.Gid &&
+		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
 // returnUnused gives back a jail that was taken but not used.
