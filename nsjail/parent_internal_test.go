@@ -26,18 +26,14 @@ func TestBaseStepFailureIsReported(t *testing.T) {
 	rd, err := createRunDir(o.StateDir, newRunID(), o.Workspace, ids, &ws, 0)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, rd.remove()) }()
-	mnt, err := rootMount(o.StateDir)
-	require.NoError(t, err)
 	filters, err := compileFilters(o.Policy, o.StateDir)
 	require.NoError(t, err)
-	view := hostView()
+	cfg, err := jailConfig(&o, ids)
+	require.NoError(t, err)
+	mnt := cfg.RootMount
 	missing := filepath.Join(base, "no-such-dir") // never checked: not a policy's
-	cfg := &childConfig{
-		Argv: o.Command, Cwd: o.Workspace, Hostname: "neonbox", RunDir: rd.path, RootMount: mnt,
-		Workspace: o.Workspace, WorkspaceFD: ids.rootful, ReadOnly: view.readOnly, Symlinks: view.symlinks,
-		Masked: view.masked, UID: ids.jailUID, GID: ids.jailGID, SetGroups: ids.setGroup, Seccomp: filters,
-		Binds: []bind{{Path: missing, ReadOnly: true}},
-	}
+	cfg.Argv, cfg.Cwd, cfg.RunDir, cfg.Seccomp = o.Command, o.Workspace, rd.path, filters
+	cfg.Binds = []bind{{Path: missing, ReadOnly: true}}
 
 	j, err := startJail(nil, nil, nil, false, ids, nil)
 	require.NoError(t, err)

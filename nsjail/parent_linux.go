@@ -29,10 +29,8 @@ import (
 const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 	unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC
 
-var (
-	errTimeout  = errors.New("run timed out")
-	errCanceled = errors.New("run canceled")
-)
+// errTimeout is the cause of a run killed at its timeout.
+var errTimeout = errors.New("run timed out")
 
 // jailResult is what happened to the jail's process.
 type jailResult struct {
@@ -43,7 +41,7 @@ type jailResult struct {
 	execStart time.Time  // when CMD started (zero if it never did)
 	exitTime  time.Time
 	state     *os.ProcessState
-	cause     error // errTimeout or errCanceled if the run was killed
+	cause     error // errTimeout, or the context's cause, if the run was killed
 	mountNS   *os.File
 }
 
@@ -236,11 +234,7 @@ func (j *jail) sendConfig(tasks []*os.File) *StepError {
 func (j *jail) sendRest(tasks []*os.File) *StepError {
 	msg, err := restProgram(j.cfg)
 	if err != nil {
-		var se *StepError
-		if errors.As(err, &se) {
-			return se
-		}
-		return stepError("config", err)
+		return asStepError("config", err)
 	}
 	var fds []int
 	if j.cfg.WorkspaceFD {
@@ -281,11 +275,10 @@ func (j *jail) mark(name string) {
 }
 
 // kill ends the jail and waits for it.
-func (j *jail) kill() *os.ProcessState {
+func (j *jail) kill() {
 	_ = j.cmd.Process.Kill()
-	st := <-j.exited
+	<-j.exited
 	j.sock.Close()
-	return st
 }
 
 // await lets the jail run: it waits until the init has exec'd CMD (or

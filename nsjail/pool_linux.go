@@ -24,6 +24,7 @@ type Pool struct {
 	tmpl    Options
 	ids     idPlan
 	filters [][]byte
+	host    *cgroup.Host // probed once, for every jail's cgroup
 	ready   chan *warmJail
 	slots   chan struct{} // one per jail the pool may hold or run
 	ctx     context.Context
@@ -39,7 +40,6 @@ type warmJail struct {
 	rd runDir
 	cg *cgroup.Cgroup
 	j  *jail
-	t0 time.Time
 	ws unix.Stat_t // the workspace root when the upper root was made
 }
 
@@ -59,7 +59,7 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{tmpl: o, ids: ids, filters: filters, ready: make(chan *warmJail, size), slots: make(chan struct{}, size)}
+	p := &Pool{tmpl: o, ids: ids, filters: filters, host: cgroup.Probe(), ready: make(chan *warmJail, size), slots: make(chan struct{}, size)}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	// The first jail is prepared now, so that a pool that cannot work
 	// says so at once.
@@ -114,7 +114,7 @@ func (p *Pool) fill() {
 // prepare builds one jail up to the point where it waits for a command.
 func (p *Pool) prepare() (*warmJail, error) {
 	o := p.tmpl
-	w := &warmJail{t0: time.Now(), r: &Receipt{
+	w := &warmJail{r: &Receipt{
 		ID: newRunID(), Workspace: o.Workspace, Cgroup: "none", Changes: emptyChanges(), Policy: policyRef(o.Policy),
 	}}
 	if err := unix.Stat(o.Workspace, &w.ws); err != nil {
@@ -124,21 +124,14 @@ func (p *Pool) prepare() (*warmJail, error) {
 	if w.rd, err = createRunDir(o.StateDir, w.r.ID, o.Workspace, p.ids, &w.ws, o.DiskBytes); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
-	if w.cg, err = w.r.newCgroup(&o, o.Logger, cgroup.Probe()); err != nil {
+	if w.cg, err = w.r.newCgroup(&o, o.Logger, p.host); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
-	mnt, err := rootMount(o.StateDir)
+	cfg, err := jailConfig(&o, p.ids)
 	if err != nil {
 		return nil, errors.Join(err, w.teardown())
 	}
-	view := hostView()
-	cfg := &childConfig{
-		Cwd: o.Workspace, Hostname: "neonbox", RunDir: w.rd.path, RootMount: mnt, Workspace: o.Workspace,
-		WorkspaceFD: p.ids.rootful, ReadOnly: view.readOnly, Symlinks: view.symlinks, Masked: view.masked,
-		UID: p.ids.jailUID, GID: p.ids.jailGID, SetGroups: p.ids.setGroup, Seccomp: p.filters,
-		ReadOnlyWorkspace: !o.Policy.Has(policies.FSWrite), Network: o.Policy.Has(policies.Network),
-		Binds: policyBinds(o.Policy), Deferred: true,
-	}
+	cfg.RunDir, cfg.Seccomp, cfg.Deferred = w.rd.path, p.filters, true
 	w.j, err = startJail(nil, nil, nil, cfg.Network, p.ids, w.cg)
 	if err == nil {
 		if se := w.j.configure(cfg, w.cg); se != nil {
@@ -234,19 +227,21 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 		}()
 	}()
 
+	// A failure before the call is handed over ends the jail unused.
+	fail := func(stage string, err error) (*Receipt, error) {
+		w.j.kill()
+		r.sandboxError(stepError(stage, err))
+		return r, nil
+	}
 	lock, err := lockWorkspace(ctx, call.StateDir, call.Workspace, call.LockTimeout, !call.Policy.Has(policies.FSWrite))
 	if err != nil {
-		w.j.kill()
-		r.sandboxError(stepError("lock", err))
-		return r, nil
+		return fail("lock", err)
 	}
 	defer lock.release()
 	notes, err := recoverWorkspace(call.StateDir, call.Workspace)
 	r.Warnings = append(r.Warnings, notes...)
 	if err != nil {
-		w.j.kill()
-		r.sandboxError(stepError("recover", err))
-		return r, nil
+		return fail("recover", err)
 	}
 	// The jail was prepared before earlier calls committed: its upper
 	// root must show the workspace root as it is now, or an empty call
@@ -258,16 +253,12 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 		err = setUpperRoot(w.rd.upper(), call.Workspace, p.ids, &ws)
 	}
 	if err != nil {
-		w.j.kill()
-		r.sandboxError(stepError("state", err))
-		return r, nil
+		return fail("state", err)
 	}
 
 	streams, err := newCallStdio(&call)
 	if err != nil {
-		w.j.kill()
-		r.sandboxError(stepError("stdio", err))
-		return r, nil
+		return fail("stdio", err)
 	}
 	runCtx := ctx
 	if call.Timeout > 0 {

@@ -9,7 +9,6 @@ package nsjail
 // "sync".
 
 import (
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -50,7 +49,8 @@ const (
 
 // Descriptor slots of the config message: the idmapped workspace (when
 // cfg.WorkspaceFD), then cfg.CgroupTasks tasks files.
-func workspaceSlot(cfg *childConfig) int { return 0 }
+const workspaceSlot = 0
+
 func tasksSlot(cfg *childConfig) int {
 	if cfg.WorkspaceFD {
 		return 1
@@ -219,8 +219,8 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 		// nothing to commit.
 		const attrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 		if cfg.WorkspaceFD {
-			p.SetAttrFD(workspaceSlot(cfg), attrs, cfg.Workspace)
-			p.MoveFD(workspaceSlot(cfg), dst)
+			p.SetAttrFD(workspaceSlot, attrs, cfg.Workspace)
+			p.MoveFD(workspaceSlot, dst)
 		} else {
 			p.Bind(cfg.Workspace, dst, attrs, true)
 		}
@@ -247,7 +247,7 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 // the parent sent, or a bind of the workspace.
 func attachLower(p *jailinit.Program, cfg *childConfig, dst string) {
 	if cfg.WorkspaceFD {
-		p.MoveFD(workspaceSlot(cfg), dst)
+		p.MoveFD(workspaceSlot, dst)
 		return
 	}
 	p.Bind(cfg.Workspace, dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
@@ -258,10 +258,10 @@ func attachLower(p *jailinit.Program, cfg *childConfig, dst string) {
 func mountProc(p *jailinit.Program, proc string) {
 	p.Stage("proc")
 	p.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	dirs := hostView().procDirs
 	for _, name := range procMasked {
 		dst := filepath.Join(proc, name)
-		// The jail's procfs and the host's show the same kernel.
-		if st, err := os.Lstat(filepath.Join("/proc", name)); err == nil && st.IsDir() {
+		if dirs[name] {
 			p.MountIfExists("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
 		} else {
 			p.BindIfExists("/dev/null", dst, unix.MOUNT_ATTR_RDONLY, true)

@@ -137,45 +137,23 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil); err != nil {
 			r.sandboxError(asStepError("spawn", err))
 			r.RollbackPerformed = true
-			r.TotalMS = ms(time.Since(t0))
 			return r, nil
 		}
 	}
-	mnt, err := rootMount(o.StateDir)
+	cfg, err := jailConfig(&o, ids)
 	if err != nil {
 		r.sandboxError(stepError("state", err))
-		r.TotalMS = ms(time.Since(t0))
 		return r, nil
 	}
-	writable := o.Policy.Has(policies.FSWrite)
-	view := hostView()
-	cfg := &childConfig{
-		Argv:        o.Command,
-		Env:         env,
-		Cwd:         o.Cwd,
-		Hostname:    "neonbox",
-		RootMount:   mnt,
-		Workspace:   o.Workspace,
-		WorkspaceFD: ids.rootful,
-		ReadOnly:    view.readOnly,
-		Symlinks:    view.symlinks,
-		Masked:      view.masked,
-		UID:         ids.jailUID,
-		GID:         ids.jailGID,
-		SetGroups:   ids.setGroup,
-		DevPts:      anyTerminal(o.Stdin, o.Stdout, o.Stderr),
-
-		ReadOnlyWorkspace: !writable,
-		Network:           network,
-		Binds:             policyBinds(o.Policy),
-	}
+	cfg.Argv, cfg.Env, cfg.Cwd = o.Command, env, o.Cwd
+	cfg.DevPts = anyTerminal(o.Stdin, o.Stdout, o.Stderr)
 	if j != nil {
 		// The init builds the base of the jail meanwhile; a failure
 		// is reported by await.
 		_ = j.sendBase(cfg)
 	}
 
-	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, !writable)
+	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace)
 	if err != nil {
 		r.sandboxError(stepError("lock", err))
 		return r, nil
@@ -266,6 +244,32 @@ func emptyChanges() overlay.Changes {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// jailConfig describes the jail o asks for, but for the command, the run
+// dir and the seccomp filters.
+func jailConfig(o *Options, ids idPlan) (*childConfig, error) {
+	mnt, err := rootMount(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	view := hostView()
+	return &childConfig{
+		Hostname:    "neonbox",
+		RootMount:   mnt,
+		Workspace:   o.Workspace,
+		WorkspaceFD: ids.rootful,
+		ReadOnly:    view.readOnly,
+		Symlinks:    view.symlinks,
+		Masked:      view.masked,
+		UID:         ids.jailUID,
+		GID:         ids.jailGID,
+		SetGroups:   ids.setGroup,
+
+		ReadOnlyWorkspace: !o.Policy.Has(policies.FSWrite),
+		Network:           o.Policy.Has(policies.Network),
+		Binds:             policyBinds(o.Policy),
+	}, nil
+}
 
 // asStepError is err if it is a StepError, else a StepError of stage.
 func asStepError(stage string, err error) *StepError {

@@ -99,7 +99,7 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 			return d, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(d.path, "owner"), []byte(processIdentity(os.Getpid())), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d.path, "owner"), []byte(selfIdentity()), 0o600); err != nil {
 		return d, err
 	}
 	for _, sub := range []string{"upper", "work"} {
@@ -174,6 +174,9 @@ func listNames(p string) []string {
 	}
 	return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
 }
+
+// selfIdentity is this process's identity, read once.
+var selfIdentity = sync.OnceValue(func() string { return processIdentity(os.Getpid()) })
 
 // processIdentity names a live process so that a recycled pid is not
 // mistaken for it: "pid starttime" (/proc/<pid>/stat, field 22).

@@ -22,6 +22,9 @@ type systemView struct {
 	readOnly []string
 	symlinks []symlink
 	masked   []string
+	// procDirs are the masked /proc entries that are directories on
+	// this kernel (the jail's procfs shows the same kernel).
+	procDirs map[string]bool
 }
 
 var (
@@ -42,6 +45,12 @@ func hostView() systemView {
 				}
 			case st.IsDir():
 				cachedView.readOnly = append(cachedView.readOnly, p)
+			}
+		}
+		cachedView.procDirs = map[string]bool{}
+		for _, name := range procMasked {
+			if st, err := os.Lstat(filepath.Join("/proc", name)); err == nil && st.IsDir() {
+				cachedView.procDirs[name] = true
 			}
 		}
 		for _, g := range maskedGlobs {
