@@ -96,10 +96,13 @@ static struct {
 
 // ---- reporting -------------------------------------------------------
 
-static void put(const char *b, size_t n)
+// put writes one message to the parent; it reports whether it could.
+static int put(const char *b, size_t n)
 {
-	while (write(SYNC_FD, b, n) < 0 && errno == EINTR)
+	ssize_t w;
+	while ((w = write(SYNC_FD, b, n)) < 0 && errno == EINTR)
 		;
+	return w >= 0;
 }
 
 // json_str appends s to out as a JSON string.
@@ -216,7 +219,7 @@ static void report(const struct op *op, const char *key)
 	at = append(out, cap, at, "]}");
 	if (at > cap)
 		fail(op, 0, "report too long");
-	if (write(SYNC_FD, out, at) < 0)
+	if (!put(out, at))
 		fail(op, errno, NULL);
 }
 
@@ -685,7 +688,7 @@ static void mark_all_cloexec(void)
 __attribute__((constructor)) static void neonbox_init(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], "neonbox-init") != 0)
+	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], JI_NAME) != 0)
 		return;
 	mark("started");
 	// Nothing but stdin, stdout and stderr may reach CMD: not the sync

@@ -33,10 +33,7 @@ import (
 )
 
 // Name is the argv[0] under which the binary runs as a jail's init.
-const Name = "neonbox-init"
-
-// MaxFDs is how many descriptors one message may carry.
-const MaxFDs = C.JI_MAX_FDS
+const Name = C.JI_NAME
 
 type code uint16
 
@@ -103,9 +100,6 @@ func (p *Program) Fail(err error) {
 // Stage names the stage of the steps that follow, for error reports
 // ("rootfs", "dev", "credentials", ...).
 func (p *Program) Stage(name string) { p.stage = name }
-
-// Len is the number of steps so far.
-func (p *Program) Len() int { return int(p.n) }
 
 // Encode returns the program as the init reads it, or the first error
 // met while building it (a string with a NUL byte).

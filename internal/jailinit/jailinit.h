@@ -16,6 +16,7 @@
 #define NEONBOX_JAILINIT_H
 
 #define JI_MAGIC "NBI1"
+#define JI_NAME "neonbox-init" /* argv[0] of a jail's init */
 #define JI_META 3 /* stage, op, path */
 
 enum ji_code {

@@ -74,33 +74,6 @@ func SetMountAttr(fd int, set uint64, usernsFD int, recursive bool) error {
 	return nil
 }
 
-// MoveMount attaches the detached mount fd at target.
-func MoveMount(fd int, target string) error {
-	err := retry(func() error {
-		return unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
-	})
-	if err != nil {
-		return &fs.PathError{Op: "move_mount", Path: target, Err: err}
-	}
-	return nil
-}
-
-// BindTree mounts a recursive copy of src at dst with the mount attributes
-// in set (MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, ...).
-func BindTree(src, dst string, set uint64) error {
-	fd, err := CloneTree(src, true)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if set != 0 {
-		if err := SetMountAttr(fd, set, -1, true); err != nil {
-			return &fs.PathError{Op: "mount_setattr", Path: src, Err: err}
-		}
-	}
-	return MoveMount(fd, dst)
-}
-
 // LastCap reports the highest capability number the running kernel knows.
 func LastCap() (int, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
@@ -114,42 +87,10 @@ func LastCap() (int, error) {
 const (
 	SecbitNoroot                 = 1 << 0
 	SecbitNorootLocked           = 1 << 1
-	SecbitNoSetuidFixup          = 1 << 2
-	SecbitNoSetuidFixupLocked    = 1 << 3
 	SecbitKeepCapsLocked         = 1 << 5
 	SecbitNoCapAmbientRaise      = 1 << 6
 	SecbitNoCapAmbientRaiseLockd = 1 << 7
 )
-
-// Prctl wraps prctl(2) for calls with integer arguments.
-func Prctl(option int, arg2, arg3 uintptr) error {
-	if err := unix.Prctl(option, arg2, arg3, 0, 0); err != nil {
-		return os.NewSyscallError("prctl "+strconv.Itoa(option), err)
-	}
-	return nil
-}
-
-// SetLinkUp brings up the network interface name in the caller's network
-// namespace.
-func SetLinkUp(name string) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return os.NewSyscallError("socket", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return os.NewSyscallError("ioctl SIOCGIFFLAGS "+name, err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return os.NewSyscallError("ioctl SIOCSIFFLAGS "+name, err)
-	}
-	return nil
-}
 
 // fsTopdirFL is FS_TOPDIR_FL (include/uapi/linux/fs.h), chattr's +T.
 const fsTopdirFL = 0x00020000
