@@ -10,9 +10,8 @@ import (
 
 // Load installs prog in the calling thread; the thread must have set
 // no_new_privs (or hold CAP_SYS_ADMIN). The filter is inherited across
-// execve and by every process created afterwards.
-//
-// This runs in the jail's init, on the thread that will execve.
+// execve and by every process created afterwards. (The jail's init, in
+// C, loads its programs itself; this is for Go processes.)
 func Load(bpf []byte) error {
 	if len(bpf) == 0 || len(bpf)%8 != 0 {
 		return errors.New("seccomp: empty or malformed program")
