@@ -596,3 +596,16 @@ func TestHybridUnified(t *testing.T) {
 		assert.Equal(t, int64(0), ev["frozen"], "thawed again")
 	})
 }
+
+// RemoveStale finds the cgroup of a run whose owner died by its name
+// alone, kills what is still in it (recognising its processes by the
+// path /proc/<pid>/cgroup shows) and removes its directories.
+func TestRemoveStaleKillsAndRemoves(t *testing.T) {
+	c := newCgroup(t, Limits{})
+	cmd := start(t, c, command("sleep", "1000"))
+	waitProcs(t, c, 1)
+	require.NoError(t, RemoveStale(c.name))
+	_ = cmd.Wait()
+	assert.Equal(t, syscall.SIGKILL, killedBy(cmd))
+	requireGone(t, c)
+}

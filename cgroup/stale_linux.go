@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 )
@@ -24,14 +25,22 @@ func RemoveStale(name string) error {
 			base = b
 		}
 		v2State.Unlock()
-		dirs = append(dirs, runDir{parent: filepath.Join(base.dir, runsDir), dir: filepath.Join(base.dir, runsDir, name)})
+		dirs = append(dirs, runDir{
+			parent: filepath.Join(base.dir, runsDir), dir: filepath.Join(base.dir, runsDir, name),
+			path: path.Join(base.path, runsDir, name),
+		})
 	}
 	seen := map[string]bool{}
 	for _, hier := range h.v1 {
 		d := filepath.Join(hier.own.dir, runsDir, name)
 		if !seen[d] {
 			seen[d] = true
-			dirs = append(dirs, runDir{ctrls: []string{hier.ctrl}, parent: filepath.Join(hier.own.dir, runsDir), dir: d})
+			dirs = append(dirs, runDir{
+				ctrls: []string{hier.ctrl}, parent: filepath.Join(hier.own.dir, runsDir), dir: d,
+				// what /proc/<pid>/cgroup shows for it: a process is
+				// signalled only if it is inside (see owns)
+				path: path.Join(hier.own.path, runsDir, name),
+			})
 		}
 	}
 	c := &Cgroup{name: name, fd: -1, version: V1}
@@ -43,7 +52,7 @@ func RemoveStale(name string) error {
 	if len(c.runs) == 0 {
 		return nil
 	}
-	if h.v2 != nil && len(c.runs) > 0 && c.runs[0].ctrls == nil {
+	if h.v2 != nil && c.runs[0].ctrls == nil {
 		c.version = V2
 	}
 	var errs []error
