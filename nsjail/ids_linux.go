@@ -1,8 +1,10 @@
 package nsjail
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -84,6 +86,33 @@ func (p idPlan) mounterOwner() (int, int) {
 		return os.Geteuid(), os.Getegid()
 	}
 	return hostIDBase, hostIDBase
+}
+
+// writeMaps writes the id maps of the user namespace pid is in, which
+// the jail's init made. As another user, setgroups must be denied first
+// or the kernel refuses the gid map (user_namespaces(7)).
+func (p idPlan) writeMaps(pid int) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	write := func(name string, maps []syscall.SysProcIDMap, text string) error {
+		for _, m := range maps {
+			text += fmt.Sprintf("%d %d %d\n", m.ContainerID, m.HostID, m.Size)
+		}
+		f, err := os.OpenFile(dir+name, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(text)
+		return errors.Join(err, f.Close())
+	}
+	if err := write("uid_map", p.uidMap, ""); err != nil {
+		return err
+	}
+	if !p.rootful {
+		if err := write("setgroups", nil, "deny"); err != nil {
+			return err
+		}
+	}
+	return write("gid_map", p.gidMap, "")
 }
 
 // prepare checks o and decides the run's ids from the workspace owner.

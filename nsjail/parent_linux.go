@@ -25,9 +25,10 @@ import (
 	"github.com/neonbox/neonbox-ns/reexec"
 )
 
-// cloneFlags are the namespaces every jail gets.
-const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-	unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC
+// unshareFlags are the namespaces every jail gets, but for the pid
+// namespace: the init forks pid 1 of that one (jailinit's CloneInit).
+const unshareFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWNET |
+	unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWCGROUP
 
 // errTimeout is the cause of a run killed at its timeout.
 var errTimeout = errors.New("run timed out")
@@ -35,7 +36,7 @@ var errTimeout = errors.New("run timed out")
 // jailResult is what happened to the jail's process.
 type jailResult struct {
 	setupErr  *StepError // the init failed before execve
-	forked    int64      // CLOCK_MONOTONIC just before the clone
+	forked    int64      // CLOCK_MONOTONIC just before the init was started
 	clone     time.Time  // the same, as wall time
 	steps     []initStep // the init's own timings
 	execStart time.Time  // when CMD started (zero if it never did)
@@ -54,50 +55,80 @@ func (r *jailResult) releaseMountNS() {
 	}
 }
 
-// jail is a started init, seen from the parent.
+// jail is a started init, seen from the parent. Two processes make it:
+// cmd, the process started in the parent's namespaces, which makes the
+// jail's namespaces, forks the init proper (proc) and exits; and proc,
+// pid 1 of the jail, which builds it and becomes CMD.
 type jail struct {
 	cmd      *exec.Cmd
 	sock     *os.File
 	cfg      *childConfig
-	inCgroup bool // cloned into its v2 cgroup
-	baseSent bool // the first part of the program
+	inCgroup bool // started in its v2 cgroup
+	baseSent bool // the base part of the program
 	exited   chan *os.ProcessState
 	res      *jailResult
+
+	// Set by supervise before it closes spawned.
+	spawned  chan struct{}
+	proc     *os.Process
+	spawnErr *StepError
+	spawnAt  int64
+	mountNS  *os.File
+	merged   bool // the above are in res
 }
 
-// startJail starts the init in the jail's namespaces, without network
-// namespace when network is set, and in cg when cg is a v2 cgroup
-// (CLONE_INTO_CGROUP: born there, nothing escapes the limits). The init
-// waits for its program (configure); until then it has done nothing. A
-// jail meant for a v1 cgroup, or none, may be started before the cgroup
-// exists: its init joins it at the end of its program.
+// startJail starts the jail's init, without network namespace when
+// network is set, and in cg when cg is a v2 cgroup (CLONE_INTO_CGROUP:
+// born there, nothing escapes the limits). It returns as soon as the init
+// is running; the init makes the namespaces, and then waits for its
+// program (sendBase, configure). A jail meant for a v1 cgroup, or none,
+// may be started before the cgroup exists: its init joins it at the end
+// of its program.
+//
+// The init is started with vfork, in this process's namespaces, and
+// makes the jail's namespaces itself (as runc's nsexec does): a clone
+// with a new user namespace cannot be a vfork, and copying this process's
+// page tables, then faulting on every page it writes until the child's
+// execve, cost more than anything else in starting a jail.
 func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup) (*jail, error) {
+	flags := uintptr(unshareFlags)
+	if network {
+		flags &^= unix.CLONE_NEWNET
+	}
+	prog, err := spawnProgram(flags, ids.rootful)
+	if err != nil {
+		return nil, asStepError("config", err)
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, stepError("spawn", os.NewSyscallError("socketpair", err))
 	}
 	parentEnd := os.NewFile(uintptr(pair[0]), "neonbox-sync")
 	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
-
-	flags := uintptr(cloneFlags | unix.CLONE_NEWCGROUP)
-	if network {
-		flags &^= unix.CLONE_NEWNET
+	defer childEnd.Close()
+	// The init reads its first program before this process can do
+	// anything: queue it now, with the pipe on which it learns that its
+	// ids are mapped.
+	mapped, mappedW, err := os.Pipe()
+	if err == nil {
+		err = unix.Sendmsg(pair[0], prog, unix.UnixRights(int(mapped.Fd())), nil, 0)
+		mapped.Close()
+		if err != nil {
+			mappedW.Close()
+			err = os.NewSyscallError("sendmsg", err)
+		}
 	}
+	if err != nil {
+		parentEnd.Close()
+		return nil, stepError("spawn", err)
+	}
+
 	cmd := reexec.Command(initName)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{childEnd}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                ids.uidMap,
-		GidMappings:                ids.gidMap,
-		GidMappingsEnableSetgroups: ids.rootful,
-		// The child starts with the caller's host ids, which root's
-		// mapping does not contain: become the jail's root before
-		// execve, or the init would run as the overflow id with no
-		// capabilities in its namespace.
-		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !ids.rootful},
 		// A session of its own, with no controlling terminal: the jail
 		// cannot open the caller's terminal through /dev/tty to read
 		// what the user types next or reconfigure it. (Its streams may
@@ -105,7 +136,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	j := &jail{cmd: cmd, sock: parentEnd, exited: make(chan *os.ProcessState, 1)}
+	j := &jail{cmd: cmd, sock: parentEnd, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
 	if cg != nil {
 		if fd, ok := cg.FD(); ok {
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
@@ -115,36 +146,94 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 
 	forked, tForked := monotonic(), time.Now()
 	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the thread that forked
-		// the child exits, not the process (prctl(2)): keep this
-		// goroutine on its own thread for the life of the jail.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait() // the exit status is in ProcessState
-		j.exited <- cmd.ProcessState
-	}()
-	// Start returns once the clone and the init's execve are done.
-	// Preparing the rest of the jail while it waits was measured to
-	// gain nothing: with a new user namespace the clone is a fork (no
-	// vfork), and this process's writes fault on the copied page
-	// tables until the init's execve.
+	go j.supervise(started, mappedW, ids)
 	err = <-started
-	tStarted := monotonic()
-	childEnd.Close()
 	if err != nil {
 		parentEnd.Close()
 		return nil, stepError("spawn", err)
 	}
 	j.res = &jailResult{
-		forked: forked, clone: tForked, mountNS: holdMountNS(cmd.Process.Pid),
-		steps: []initStep{{Name: "parent_started", At: tStarted}},
+		forked: forked, clone: tForked,
+		steps: []initStep{{Name: "parent_started", At: monotonic()}},
 	}
 	return j, nil
+}
+
+// supervise starts the init, maps the ids of the user namespace it makes,
+// and then waits for the jail to end.
+func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan) {
+	// The parent-death signal fires when the thread that started the
+	// init exits, not the process (prctl(2)); the init proper is this
+	// thread's child too (CLONE_PARENT). Keep this goroutine on its own
+	// thread for the life of the jail.
+	runtime.LockOSThread()
+	if err := j.cmd.Start(); err != nil {
+		mappedW.Close()
+		started <- err
+		return
+	}
+	started <- nil
+	j.proc, j.spawnErr = j.spawn(mappedW, ids)
+	j.spawnAt = monotonic()
+	if j.proc != nil {
+		j.mountNS = holdMountNS(j.proc.Pid)
+	}
+	close(j.spawned)
+	var state *os.ProcessState
+	if j.proc != nil {
+		state, _ = j.proc.Wait()
+	}
+	// The first process has exited by now; Wait also waits for the
+	// copying of CMD's output, if any, which ends with the jail.
+	_ = j.cmd.Wait()
+	if state == nil {
+		state = j.cmd.ProcessState
+	}
+	j.exited <- state
+}
+
+// spawn learns the pid of the jail's init from the process that forked
+// it and maps the ids of its user namespace; closing mappedW, after a
+// byte or without, lets the init go on.
+func (j *jail) spawn(mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
+	defer mappedW.Close()
+	m, _, se := j.readMessage()
+	if se == nil && m.Pid <= 0 {
+		se = &StepError{Stage: "spawn", Message: "the jail's init did not say its pid"}
+	}
+	if se != nil {
+		return nil, se
+	}
+	// The init is this process's child (CLONE_PARENT): its pid cannot
+	// be reused before it is waited for.
+	proc, err := os.FindProcess(m.Pid)
+	if err != nil {
+		return nil, stepError("spawn", err)
+	}
+	if err := ids.writeMaps(proc.Pid); err != nil {
+		_ = proc.Kill()
+		return proc, stepError("spawn", err)
+	}
+	if _, err := mappedW.Write([]byte{1}); err != nil {
+		_ = proc.Kill()
+		return proc, stepError("spawn", err)
+	}
+	return proc, nil
+}
+
+// waitSpawned waits until the jail's init is known (or failed to start)
+// and returns the error the jail has failed with so far, if any.
+func (j *jail) waitSpawned() *StepError {
+	<-j.spawned
+	if !j.merged {
+		j.merged = true
+		j.res.mountNS = j.mountNS
+		j.res.steps = append(j.res.steps, initStep{Name: "spawned", At: j.spawnAt})
+		if j.res.setupErr == nil {
+			j.res.setupErr = j.spawnErr
+		}
+	}
+	return j.res.setupErr
 }
 
 // configure sends the init the rest of its program for cfg (and the base,
@@ -155,8 +244,8 @@ func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	if !j.baseSent {
 		j.sendBase(cfg)
 	}
-	if j.res.setupErr != nil {
-		return j.res.setupErr
+	if se := j.waitSpawned(); se != nil {
+		return se
 	}
 	var tasks []*os.File
 	if cg != nil {
@@ -238,7 +327,7 @@ func (j *jail) sendRest(tasks []*os.File) *StepError {
 	}
 	var fds []int
 	if j.cfg.WorkspaceFD {
-		fd, err := idmappedWorkspace(j.cfg.Workspace, j.cmd.Process.Pid)
+		fd, err := idmappedWorkspace(j.cfg.Workspace, j.proc.Pid)
 		if err != nil {
 			return stepError("idmap", err)
 		}
@@ -276,9 +365,18 @@ func (j *jail) mark(name string) {
 
 // kill ends the jail and waits for it.
 func (j *jail) kill() {
-	_ = j.cmd.Process.Kill()
+	j.waitSpawned()
+	j.killInit()
 	<-j.exited
 	j.sock.Close()
+}
+
+// killInit kills the jail's init, once it is known. (The process that
+// forked it exits by itself.)
+func (j *jail) killInit() {
+	if j.proc != nil {
+		_ = j.proc.Kill()
+	}
 }
 
 // await lets the jail run: it waits until the init has exec'd CMD (or
@@ -286,6 +384,7 @@ func (j *jail) kill() {
 // when ctx ends.
 func (j *jail) await(ctx context.Context) *jailResult {
 	defer j.sock.Close()
+	j.waitSpawned()
 	res := j.res
 	// The cause is recorded before the kill, so a jail that died of it
 	// is never mistaken for one that died on its own.
@@ -296,7 +395,7 @@ func (j *jail) await(ctx context.Context) *jailResult {
 		select {
 		case <-ctx.Done():
 			killedBy <- context.Cause(ctx)
-			_ = j.cmd.Process.Kill()
+			j.killInit()
 		case <-stopWatch:
 		}
 	}()
@@ -304,7 +403,7 @@ func (j *jail) await(ctx context.Context) *jailResult {
 		res.setupErr = j.readUntilExec(false)
 	}
 	if res.setupErr != nil {
-		_ = j.cmd.Process.Kill()
+		j.killInit()
 	} else {
 		res.execStart = time.Now()
 	}
@@ -321,29 +420,15 @@ func (j *jail) await(ctx context.Context) *jailResult {
 // means execve succeeded. With prepared set it returns at the init's
 // "prepared" instead.
 func (j *jail) readUntilExec(prepared bool) *StepError {
-	buf := make([]byte, 64<<10)
 	ready := false
 	for {
-		n, err := j.sock.Read(buf)
-		if n == 0 || errors.Is(err, io.EOF) {
-			if ready {
-				j.mark("exec")
-				return nil
-			}
-			return &StepError{Stage: "init", Message: "the jail's init exited before it could report"}
-		}
-		if err != nil {
-			return stepError("sync", err)
-		}
-		var m childMessage
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
-			return stepError("sync", fmt.Errorf("bad message from init: %w", err))
-		}
-		if m.Error != nil {
-			if m.Error.Message == "" && m.Error.Errno != 0 {
-				m.Error.Message = syscall.Errno(m.Error.Errno).Error()
-			}
-			return m.Error
+		m, eof, se := j.readMessage()
+		switch {
+		case eof && ready:
+			j.mark("exec")
+			return nil
+		case se != nil:
+			return se
 		}
 		j.res.steps = append(j.res.steps, m.Steps...)
 		if prepared && m.Prepared {
@@ -353,6 +438,30 @@ func (j *jail) readUntilExec(prepared bool) *StepError {
 			ready = true
 		}
 	}
+}
+
+// readMessage reads the init's next message. An error the init reported
+// is returned as the error; so is EOF, with eof set: the init has
+// exited, or exec'd (the socket is close-on-exec in it).
+func (j *jail) readMessage() (m childMessage, eof bool, se *StepError) {
+	buf := make([]byte, 64<<10)
+	n, err := j.sock.Read(buf)
+	if n == 0 || errors.Is(err, io.EOF) {
+		return m, true, &StepError{Stage: "init", Message: "the jail's init exited before it could report"}
+	}
+	if err != nil {
+		return m, false, stepError("sync", err)
+	}
+	if err := json.Unmarshal(buf[:n], &m); err != nil {
+		return m, false, stepError("sync", fmt.Errorf("bad message from init: %w", err))
+	}
+	if m.Error != nil {
+		if m.Error.Message == "" && m.Error.Errno != 0 {
+			m.Error.Message = syscall.Errno(m.Error.Errno).Error()
+		}
+		return m, false, m.Error
+	}
+	return m, false, nil
 }
 
 // idmappedWorkspace returns a detached mount of the workspace whose ids

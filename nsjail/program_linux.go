@@ -368,3 +368,34 @@ func dropPrivileges(p *jailinit.Program, cfg *childConfig, lastCap int) {
 		p.Seccomp(prog)
 	}
 }
+
+// spawnProgram is the first part of what the init runs, queued before it
+// starts: the process started in the parent's namespaces unshares the
+// jail's namespaces (flags) and forks the init proper, pid 1 of a new pid
+// namespace, which waits for the parent to map its ids (a byte on the
+// pipe that comes as descriptor slot 0) and becomes root in the jail.
+func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
+	var p jailinit.Program
+	p.Stage("spawn")
+	p.Unshare(flags)
+	p.Stage("unshared")
+	p.Mark()
+	p.Stage("spawn")
+	p.CloneInit()
+	p.AwaitIDMap(0)
+	// As the jail's root from here on; clears the groups the init
+	// inherited from the parent (setgroups is denied when the jail
+	// maps only one id).
+	if setGroups {
+		p.Setgroups()
+	}
+	p.Setresgid(0)
+	p.Setresuid(0)
+	// A change of credentials clears the parent-death signal.
+	p.Pdeathsig(int(unix.SIGKILL))
+	p.Stage("mapped")
+	p.Mark()
+	p.Stage("config")
+	p.Continue()
+	return p.Encode()
+}

@@ -5,11 +5,14 @@ package nsjail
 // (internal/jailinit) and runs the program the parent built
 // (program_linux.go); it answers in JSON:
 //
-//	parent (neonbox-ns)                        init (neonbox-init, pid 1 of the jail)
+//	parent (neonbox-ns)                        init (neonbox-init)
 //	───────────────────                        ──────────────────────────────────────
-//	clone(USER|NS|PID|NET|UTS|IPC)
-//	[v2: CLONE_INTO_CGROUP],
-//	write uid_map/gid_map (os/exec)    ─────►  starts; blocks in recvmsg
+//	spawn program + id-map pipe        ─────►  (queued)
+//	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; unshare(USER|NS|NET|UTS|IPC|CGROUP);
+//	                                           clone(NEWPID|PARENT): pid 1 of the jail,
+//	                                   ◄─────  {"pid":N}; the first process exits
+//	write uid_map/gid_map of N,
+//	a byte on the pipe                 ─────►  pid 1 becomes the jail's root
 //	base of the program                ─────►  builds the base of the new root
 //	                                           (host dirs, /dev, /tmp, /proc)
 //	run dir, cgroup, seccomp filters;
@@ -108,6 +111,8 @@ type symlink struct {
 
 // childMessage is what the init sends back.
 type childMessage struct {
+	// Pid is the jail's init, from the process that forked it.
+	Pid      int        `json:"pid,omitempty"`
 	Ready    bool       `json:"ready,omitempty"`
 	Prepared bool       `json:"prepared,omitempty"`
 	Error    *StepError `json:"error,omitempty"`

@@ -1,10 +1,14 @@
 // Runs in the jail's init: the neonbox-ns binary re-executed as
-// "neonbox-init" inside the new namespaces, as root of the new user
-// namespace and pid 1 of the new pid namespace. It runs as a constructor,
-// before the Go runtime starts, executes the program the parent sent (see
-// jailinit.h) and execs CMD. It decides nothing: each path, flag and order
-// comes from the parent. Any failed step is reported, as the JSON
-// {"error":{stage,op,path,errno,message}}, and ends the init.
+// "neonbox-init". It runs as a constructor, before the Go runtime starts,
+// executes the program the parent sent (see jailinit.h) and execs CMD.
+// The program's first steps make the jail: the re-executed process
+// unshares the new namespaces, forks pid 1 of a new pid namespace (the
+// init proper, root of the new user namespace once the parent has mapped
+// its ids) and exits; the init builds the jail and execs CMD. The
+// parent starts it with vfork: no copy of its own large address space.
+// It decides nothing: each path, flag and order comes from the parent.
+// Any failed step is reported, as the JSON
+// {"error":{stage,op,path,errno,message}}, and ends the process.
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -16,6 +20,9 @@
 #include <linux/mount.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +51,9 @@
 #endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
 #endif
 #ifndef SYS_open_tree
 #define SYS_open_tree 428
@@ -92,7 +102,8 @@ static struct {
 		int64_t at;
 	} marks[MAX_MARKS];
 	int nmarks;
-} st;
+	int parent; // pidfd of neonbox-ns, once clone_init made the init; else -1
+} st = {.parent = -1};
 
 // ---- reporting -------------------------------------------------------
 
@@ -497,6 +508,83 @@ static void await_call(const struct op *op)
 		fail(op, 0, "the call has no command");
 }
 
+// set_pdeathsig asks for sig when the thread of neonbox-ns that started
+// the jail exits. If neonbox-ns has already exited, no signal would come:
+// the init exits now.
+static int set_pdeathsig(int sig)
+{
+	if (prctl(PR_SET_PDEATHSIG, (unsigned long)sig, 0, 0, 0) < 0)
+		return -1;
+	struct pollfd pfd = {.fd = st.parent, .events = POLLIN};
+	if (st.parent >= 0 && poll(&pfd, 1, 0) != 0)
+		_exit(1);
+	return 0;
+}
+
+// clone_init forks pid 1 of a new pid namespace. CLONE_PARENT makes it
+// the child of neonbox-ns, which waits for it and learns its pid from
+// this process; this process then exits. The new init goes on with the
+// program only once that pid is on its way: should this process die
+// first, neonbox-ns would never learn of the init, so the init exits.
+static void clone_init(const struct op *op)
+{
+	int go[2];
+	char b;
+	if (pipe2(go, O_CLOEXEC) < 0)
+		fail(op, errno, NULL);
+	// The init's parent will be neonbox-ns (getppid() would say 0 in
+	// the new pid namespace): keep a pidfd of it to check it is alive.
+	st.parent = (int)syscall(SYS_pidfd_open, getppid(), 0);
+	if (st.parent < 0)
+		fail(op, errno, NULL);
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
+	if (pid < 0)
+		fail(op, errno, NULL);
+	if (pid == 0) {
+		close(go[1]);
+		// Dies with the thread of neonbox-ns that started the jail,
+		// as that thread's own child would.
+		if (set_pdeathsig(SIGKILL) < 0)
+			fail(op, errno, NULL);
+		ssize_t n;
+		while ((n = read(go[0], &b, 1)) < 0 && errno == EINTR)
+			;
+		if (n != 1)
+			_exit(1);
+		close(go[0]);
+		return;
+	}
+	close(go[0]);
+	char msg[64];
+	int n = snprintf(msg, sizeof(msg), "{\"pid\":%d}", (int)pid);
+	if (!put(msg, (size_t)n)) {
+		kill(pid, SIGKILL);
+		_exit(1);
+	}
+	b = 1;
+	if (write(go[1], &b, 1) != 1) {
+		kill(pid, SIGKILL);
+		_exit(1);
+	}
+	_exit(0);
+}
+
+// await_idmap waits until neonbox-ns has written the user namespace's id
+// maps: a byte on the pipe in fd slot i. EOF means it could not.
+static void await_idmap(const struct prog *p, const struct op *op, uint64_t i)
+{
+	int fd = slot(p, op, i);
+	char b;
+	ssize_t n;
+	while ((n = read(fd, &b, 1)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		fail(op, errno, NULL);
+	if (n == 0)
+		fail(op, 0, "neonbox-ns did not map the jail's ids");
+	close(fd);
+}
+
 static char **strings(const struct op *op)
 {
 	return op->s + JI_META;
@@ -622,7 +710,7 @@ static void run(struct prog *p, int in_call)
 			break;
 		}
 		case JI_PDEATHSIG:
-			r = prctl(PR_SET_PDEATHSIG, (unsigned long)op->a, 0, 0, 0);
+			r = set_pdeathsig((int)op->a);
 			break;
 		case JI_ARGV:
 			st.argv = strings(op);
@@ -641,6 +729,15 @@ static void run(struct prog *p, int in_call)
 			fail(op, 0, "the program ended without exec");
 			break;
 		}
+		case JI_UNSHARE:
+			r = unshare((int)op->a);
+			break;
+		case JI_CLONE_INIT:
+			clone_init(op);
+			break;
+		case JI_AWAIT_IDMAP:
+			await_idmap(p, op, op->a);
+			break;
 		case JI_LOOKPATH: {
 			if (!st.argv || !st.argv[0])
 				fail(op, 0, "no command");

@@ -74,6 +74,9 @@ const (
 	opExec         code = C.JI_EXEC
 	opRmdir        code = C.JI_RMDIR
 	opContinue     code = C.JI_CONTINUE
+	opUnshare      code = C.JI_UNSHARE
+	opCloneInit    code = C.JI_CLONE_INIT
+	opAwaitIDMap   code = C.JI_AWAIT_IDMAP
 )
 
 const (
@@ -305,3 +308,16 @@ func (p *Program) Ready() { p.add(opReady, 0, 0, 0, "sync", "") }
 
 // Exec execs CMD.
 func (p *Program) Exec() { p.add(opExec, 0, 0, 0, "execve", "") }
+
+// Unshare moves the init into new namespaces (unshare(2) flags).
+func (p *Program) Unshare(flags uintptr) { p.add(opUnshare, 0, uint64(flags), 0, "unshare", "") }
+
+// CloneInit forks the jail's init proper: pid 1 of a new pid namespace,
+// a child of the parent (CLONE_PARENT), which runs the rest of the
+// program. The process that ran the program so far reports {"pid":N}
+// and exits.
+func (p *Program) CloneInit() { p.add(opCloneInit, 0, 0, 0, "clone", "") }
+
+// AwaitIDMap waits until the parent has written the user namespace's id
+// maps: one byte on the pipe in descriptor slot slot.
+func (p *Program) AwaitIDMap(slot int) { p.add(opAwaitIDMap, 0, uint64(slot), 0, "read", "id map") }

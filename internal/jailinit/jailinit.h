@@ -56,6 +56,12 @@ enum ji_code {
 	JI_EXEC,          /* execve CMD */
 	JI_RMDIR,         /* rmdir(path) */
 	JI_CONTINUE,      /* receive the rest of the program and run it */
+	JI_UNSHARE,       /* unshare(a=flags) */
+	JI_CLONE_INIT,    /* fork pid 1 of a new pid namespace as the parent's child
+	                     (CLONE_PARENT); it goes on, this process reports
+	                     {"pid":N} and exits */
+	JI_AWAIT_IDMAP,   /* wait for the byte that says the id maps are written
+	                     (fd slot a), close it */
 	JI_CODE_END
 };
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/internal/jailinit"
+	"github.com/neonbox/neonbox-ns/internal/testutil"
 )
 
 // These tests start the test binary itself as "neonbox-init", without new
@@ -275,4 +277,113 @@ func TestInitTakesLongArgumentLists(t *testing.T) {
 	require.Len(t, o.replies, 1)
 	assert.Nil(t, o.replies[0].Error)
 	assert.Equal(t, "10000\n", o.stdout)
+}
+
+// The first steps of every jail: a new user namespace, pid 1 of a new pid
+// namespace forked as the parent's child, which waits for the parent's
+// word that its ids are mapped.
+func TestCloneInitForksPid1AsTheParentsChild(t *testing.T) {
+	testutil.RequireUserNS(t)
+	var p jailinit.Program
+	p.Stage("spawn")
+	p.Unshare(unix.CLONE_NEWUSER)
+	p.CloneInit()
+	p.AwaitIDMap(0)
+	p.Stage("mapped")
+	p.Mark()
+	execTail(&p, []string{"sh", "-c", `echo "pid $$"`}, []string{"PATH=/bin:/usr/bin"}, "/")
+
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	parent, child := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
+	defer parent.Close()
+	mapped, mappedW, err := os.Pipe()
+	require.NoError(t, err)
+	defer mappedW.Close()
+	require.NoError(t, unix.Sendmsg(pair[0], encode(t, &p), unix.UnixRights(int(mapped.Fd())), nil, 0))
+	mapped.Close()
+	var stdout bytes.Buffer
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: &stdout, ExtraFiles: []*os.File{child}}
+	require.NoError(t, cmd.Start())
+	child.Close()
+
+	buf := make([]byte, 64<<10)
+	n, err := parent.Read(buf)
+	require.NoError(t, err)
+	var said struct{ Pid int }
+	require.NoError(t, json.Unmarshal(buf[:n], &said), "%q", buf[:n])
+	require.Positive(t, said.Pid)
+	require.NotEqual(t, cmd.Process.Pid, said.Pid)
+	init, err := os.FindProcess(said.Pid)
+	require.NoError(t, err)
+	// Its parent is this process, not the one that forked it.
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(said.Pid) + "/status")
+	require.NoError(t, err)
+	assert.Contains(t, string(status), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n")
+
+	// It waits for the ids to be mapped.
+	pfd := []unix.PollFd{{Fd: int32(pair[0]), Events: unix.POLLIN}}
+	ready, err := unix.Poll(pfd, 50)
+	for err == unix.EINTR {
+		ready, err = unix.Poll(pfd, 50)
+	}
+	require.NoError(t, err)
+	assert.Zero(t, ready, "the init went on before its ids were mapped")
+	_, err = mappedW.Write([]byte{1})
+	require.NoError(t, err)
+
+	n, err = parent.Read(buf)
+	require.NoError(t, err)
+	var r reply
+	require.NoError(t, json.Unmarshal(buf[:n], &r), "%q", buf[:n])
+	assert.True(t, r.Ready, "%q", buf[:n])
+	state, err := init.Wait()
+	require.NoError(t, err)
+	assert.True(t, state.Success())
+	require.NoError(t, cmd.Wait())
+	assert.Equal(t, "pid 1\n", stdout.String())
+}
+
+// Should the parent not map the ids (it closes the pipe), the init says
+// so and exits.
+func TestCloneInitFailsWithoutIDMaps(t *testing.T) {
+	testutil.RequireUserNS(t)
+	var p jailinit.Program
+	p.Stage("spawn")
+	p.Unshare(unix.CLONE_NEWUSER)
+	p.CloneInit()
+	p.AwaitIDMap(0)
+	execTail(&p, []string{"true"}, nil, "/")
+
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	parent, child := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
+	defer parent.Close()
+	mapped, mappedW, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, unix.Sendmsg(pair[0], encode(t, &p), unix.UnixRights(int(mapped.Fd())), nil, 0))
+	mapped.Close()
+	mappedW.Close()
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, ExtraFiles: []*os.File{child}}
+	require.NoError(t, cmd.Start())
+	child.Close()
+
+	buf := make([]byte, 64<<10)
+	n, err := parent.Read(buf)
+	require.NoError(t, err)
+	var said struct{ Pid int }
+	require.NoError(t, json.Unmarshal(buf[:n], &said), "%q", buf[:n])
+	init, err := os.FindProcess(said.Pid)
+	require.NoError(t, err)
+	n, err = parent.Read(buf)
+	require.NoError(t, err)
+	var r reply
+	require.NoError(t, json.Unmarshal(buf[:n], &r), "%q", buf[:n])
+	require.NotNil(t, r.Error)
+	assert.Equal(t, "spawn", r.Error.Stage)
+	assert.Contains(t, r.Error.Message, "did not map")
+	state, err := init.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 1, state.ExitCode())
+	require.NoError(t, cmd.Wait())
 }
