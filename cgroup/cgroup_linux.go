@@ -58,6 +58,11 @@ type Host struct{ h *host }
 // Probe looks at this process's cgroups, once, for Version and New.
 func Probe() *Host { return &Host{probe(defaultV2Mount)} }
 
+// Unified reports whether the host mounts cgroup2 at /sys/fs/cgroup, as
+// unified (v2-only) hosts do. Only then can Probe find V2; it costs one
+// statfs, where Probe reads and parses the host's mounts.
+func Unified() bool { return isCgroup2(defaultV2Mount) }
+
 // Version is what Detect would report.
 func (h *Host) Version() (Version, string) { return h.h.version() }
 

@@ -40,8 +40,59 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	if err != nil {
 		return nil, invalidf("%v", err)
 	}
+	id := newRunID()
+	log := o.Logger.With("run", id)
+	var stdout, stderr *boundedBuffer
+	if o.CaptureOutput {
+		stdout = &boundedBuffer{limit: o.OutputLimit}
+		stderr = &boundedBuffer{limit: o.OutputLimit}
+		o.Stdout, o.Stderr = stdout, stderr
+	}
+	network := o.Policy.Has(policies.Network)
+
+	// The seccomp filters and the cgroup depend on neither the jail
+	// nor the workspace lock: they are made meanwhile.
+	type side struct {
+		filters [][]byte
+		cg      *cgroup.Cgroup
+		ci      cgroupInfo
+		se      *StepError
+	}
+	sideDone := make(chan side, 1)
+	var made *side
+	takeSide := func() *side {
+		if made == nil {
+			got := <-sideDone
+			made = &got
+		}
+		return made
+	}
+
+	// Where the jail can be born before its cgroup exists (no unified
+	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
+	// its program), it starts first and its start overlaps with all
+	// that follows. On v2 it is cloned into the cgroup
+	// (CLONE_INTO_CGROUP), so the cgroup comes first; with --disk the
+	// run dir is a tmpfs mounted below, which a jail started before
+	// would not see.
+	var j *jail
+	var spawnErr error
+	if !cgroup.Unified() && o.DiskBytes == 0 {
+		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil)
+	}
+	go func() {
+		var sd side
+		var err error
+		if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
+			sd.se = stepError("seccomp", err)
+		} else if sd.cg, sd.ci, err = newCgroup(&o, log, cgroup.Probe(), id); err != nil {
+			sd.se = stepError("cgroup", err)
+		}
+		sideDone <- sd
+	}()
+
 	r := &Receipt{
-		ID:          newRunID(),
+		ID:          id,
 		Command:     o.Command,
 		Workspace:   o.Workspace,
 		ScrubbedEnv: scrubbed,
@@ -52,43 +103,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	if r.ScrubbedEnv == nil {
 		r.ScrubbedEnv = []string{}
-	}
-	log := o.Logger.With("run", r.ID)
-	var stdout, stderr *boundedBuffer
-	if o.CaptureOutput {
-		stdout = &boundedBuffer{limit: o.OutputLimit}
-		stderr = &boundedBuffer{limit: o.OutputLimit}
-		o.Stdout, o.Stderr = stdout, stderr
-	}
-
-	network := o.Policy.Has(policies.Network)
-	host := cgroup.Probe()
-	// The seccomp filters and the cgroup depend on neither the jail
-	// nor the workspace lock: they are made meanwhile.
-	type side struct {
-		filters [][]byte
-		cg      *cgroup.Cgroup
-		ci      cgroupInfo
-		se      *StepError
-	}
-	sideDone := make(chan side, 1)
-	go func() {
-		var sd side
-		var err error
-		if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
-			sd.se = stepError("seccomp", err)
-		} else if sd.cg, sd.ci, err = newCgroup(&o, log, host, r.ID); err != nil {
-			sd.se = stepError("cgroup", err)
-		}
-		sideDone <- sd
-	}()
-	var made *side
-	takeSide := func() *side {
-		if made == nil {
-			got := <-sideDone
-			made = &got
-		}
-		return made
 	}
 	var rd runDir // made below; removing the zero runDir does nothing
 	var tFinished time.Time
@@ -118,14 +132,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			r.Phases.TeardownMS = ms(time.Since(tFinished))
 		}
 	}()
-
-	// Where the jail can be born before its cgroup exists (v1, or no
-	// cgroups: the init joins at the end of its program), its start
-	// overlaps with the preparation below. On v2 it is cloned into the
-	// cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with --disk
-	// the run dir is a tmpfs mounted below, which a jail cloned before
-	// would not see.
-	var j *jail
 	handed := false // to await, which waits for the jail's end
 	defer func() {
 		if j != nil && !handed {
@@ -133,12 +139,10 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			j.res.releaseMountNS()
 		}
 	}()
-	if v, _ := host.Version(); v != cgroup.V2 && o.DiskBytes == 0 {
-		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil); err != nil {
-			r.sandboxError(asStepError("spawn", err))
-			r.RollbackPerformed = true
-			return r, nil
-		}
+	if spawnErr != nil {
+		r.sandboxError(asStepError("spawn", spawnErr))
+		r.RollbackPerformed = true
+		return r, nil
 	}
 	cfg, err := jailConfig(&o, ids)
 	if err != nil {
