@@ -246,7 +246,9 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	// The jail was prepared before earlier calls committed: its upper
 	// root must show the workspace root as it is now, or an empty call
 	// would "commit" the root's old mtime back. Any change to the
-	// root's owner, mode, xattrs or times moves its ctime.
+	// root's owner, mode, xattrs or times moves its ctime. (The overlay
+	// is mounted already; it reads the upper root's attributes from
+	// the upper dir each time.)
 	var ws unix.Stat_t
 	err = unix.Stat(call.Workspace, &ws)
 	if err == nil && !sameInode(&ws, &w.ws) {

@@ -64,8 +64,9 @@ func TestPoolRunsFreshJails(t *testing.T) {
 }
 
 // A jail prepared before an earlier call committed still sees the
-// workspace root as it is now: a call that changes nothing commits
-// nothing, and undo reverts the call that did.
+// workspace as it is now: the commit's files, and the root's times, so
+// a call that changes nothing commits nothing, and undo reverts the
+// call that did.
 func TestPoolJailSeesEarlierCommits(t *testing.T) {
 	e := newJailEnv(t)
 	makeFixture(t, e.ws)
@@ -74,9 +75,16 @@ func TestPoolJailSeesEarlierCommits(t *testing.T) {
 	r1, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"sh", "-c", "echo new > added.txt"}})
 	require.NoError(t, err)
 	require.True(t, r1.Committed)
-	r2, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"cat", "f.txt"}})
+	// The next jail's overlay was mounted before that commit: it sees
+	// the commit all the same, and a file written to the workspace
+	// from outside since.
+	require.NoError(t, os.WriteFile(filepath.Join(e.ws, "outside.txt"), []byte("outside\n"), 0o644))
+	var out bytes.Buffer
+	r2, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"cat", "added.txt", "outside.txt"}, Stdout: &out})
 	require.NoError(t, err)
 	require.Equal(t, nsjail.StatusSuccess, r2.Status, r2.Error)
+	assert.Equal(t, "new\noutside\n", out.String())
+	require.NoError(t, os.Remove(filepath.Join(e.ws, "outside.txt")))
 	assert.False(t, r2.FilesystemModified)
 	assert.Zero(t, r2.CommitMS, "nothing to commit")
 	res, err := nsjail.Undo(context.Background(), e.workspaceOptions())

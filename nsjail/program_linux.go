@@ -100,12 +100,18 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 		p.LinkUp("lo")
 	}
 	if cfg.Deferred {
-		p.Stage("call")
-		p.AwaitCall()
-		p.Mark()
+		// All that does not depend on the command is done before it
+		// comes: the overlay (which looks nothing up in the lower
+		// layer until the command does) and the privileges that can
+		// go while the init still mounts (limits, securebits and the
+		// bounding set leave its effective capabilities alone).
 		if !cfg.ReadOnlyWorkspace {
 			mountDeferredWorkspace(&p, cfg)
 		}
+		dropBounds(&p, last)
+		p.Stage("call")
+		p.AwaitCall()
+		p.Mark()
 	} else {
 		p.Argv(cfg.Argv)
 		p.Env(cfg.Env)
@@ -125,7 +131,10 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 		p.JoinCgroup(tasksSlot(cfg), cfg.CgroupTasks)
 		p.Mark()
 	}
-	dropPrivileges(&p, cfg, last)
+	if !cfg.Deferred {
+		dropBounds(&p, last)
+	}
+	dropPrivileges(&p, cfg)
 	p.Stage("credentials")
 	p.Mark()
 	p.Stage("sync")
@@ -338,12 +347,11 @@ func buildDev(p *jailinit.Program, dev string, pts bool) {
 	p.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "")
 }
 
-// dropPrivileges leaves the init with no capabilities in any set and no
-// way back: securebits keep uid 0 from regaining them at execve
-// (capabilities(7), "The securebits flags"), the bounding set is empty,
-// no_new_privs is set, the jail ids are cfg.UID and cfg.GID, and the
-// seccomp filters are loaded.
-func dropPrivileges(p *jailinit.Program, cfg *childConfig, lastCap int) {
+// dropBounds sets what limits the init and CMD without touching the
+// init's effective capabilities: resource limits, securebits that keep
+// uid 0 from regaining capabilities at execve (capabilities(7), "The
+// securebits flags"), an empty bounding set and no ambient ones.
+func dropBounds(p *jailinit.Program, lastCap int) {
 	p.Stage("credentials")
 	// No core dumps (they would land in the workspace and could leak
 	// memory contents into a commit), and a ceiling on open files.
@@ -353,6 +361,13 @@ func dropPrivileges(p *jailinit.Program, cfg *childConfig, lastCap int) {
 		linux.SecbitNoCapAmbientRaise | linux.SecbitNoCapAmbientRaiseLockd)
 	p.CapbsetDrop(lastCap)
 	p.AmbientClear()
+}
+
+// dropPrivileges, after dropBounds, leaves the init with no capabilities
+// in any set and no way back: no_new_privs is set, the jail ids are
+// cfg.UID and cfg.GID, and the seccomp filters are loaded.
+func dropPrivileges(p *jailinit.Program, cfg *childConfig) {
+	p.Stage("credentials")
 	if cfg.SetGroups {
 		p.Setgroups()
 	}

@@ -29,7 +29,7 @@ package nsjail
 //
 //	                                   ◄─────  {"prepared":true,"steps":[...]}
 //	call program (argv, env, cwd)
-//	+ [stdin, stdout, stderr]          ─────►  mounts the overlay, then as above
+//	+ [stdin, stdout, stderr]          ─────►  joins the cgroup, drops privileges, as above
 //
 // Any step that fails ends the init with
 // {"error":{stage,op,path,errno,message}}. EOF without "ready" means the
@@ -93,9 +93,9 @@ type childConfig struct {
 	// follow the workspace fd: the init's thread joins the run's cgroup
 	// through them just before execve.
 	CgroupTasks int
-	// Deferred: build the jail, say "prepared", then wait for a
-	// call program with the command (a Pool's prepared jail). The
-	// overlay is mounted only then.
+	// Deferred: build the jail, overlay included, say "prepared",
+	// then wait for a call program with the command (a Pool's
+	// prepared jail).
 	Deferred bool
 }
 

@@ -212,7 +212,8 @@ static void mark(const char *name)
 	}
 }
 
-// report sends {"<key>":true,"steps":[...]}: the marks so far.
+// report sends {"<key>":true,"steps":[...]}: the marks since the last
+// report.
 static void report(const struct op *op, const char *key)
 {
 	static char out[8192];
@@ -232,6 +233,7 @@ static void report(const struct op *op, const char *key)
 		fail(op, 0, "report too long");
 	if (!put(out, at))
 		fail(op, errno, NULL);
+	st.nmarks = 0; // the next report has the marks made after this one
 }
 
 // ---- decoding --------------------------------------------------------
