@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
 	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/reexec"
 )
@@ -75,6 +76,8 @@ type jail struct {
 	spawnAt  int64
 	mountNS  *os.File
 	merged   bool // the above are in res
+
+	buf []byte // for the init's messages, read by one goroutine at a time
 }
 
 // startJail starts the jail's init, without network namespace when
@@ -444,7 +447,10 @@ func (j *jail) readUntilExec(prepared bool) *StepError {
 // is returned as the error; so is EOF, with eof set: the init has
 // exited, or exec'd (the socket is close-on-exec in it).
 func (j *jail) readMessage() (m childMessage, eof bool, se *StepError) {
-	buf := make([]byte, 64<<10)
+	if j.buf == nil {
+		j.buf = make([]byte, jailinit.MaxReport)
+	}
+	buf := j.buf
 	n, err := j.sock.Read(buf)
 	if n == 0 || errors.Is(err, io.EOF) {
 		return m, true, &StepError{Stage: "init", Message: "the jail's init exited before it could report"}

@@ -150,8 +150,7 @@ func copyRootXattrs(workspace, upper string) error {
 		if !strings.HasPrefix(name, "user.") {
 			continue
 		}
-		val := make([]byte, 64<<10)
-		n, err := unix.Getxattr(workspace, name, val)
+		val, err := getxattr(workspace, name)
 		if err != nil {
 			return &fs.PathError{Op: "getxattr " + name, Path: workspace, Err: err}
 		}
@@ -159,20 +158,45 @@ func copyRootXattrs(workspace, upper string) error {
 		if strings.HasPrefix(name, "user.overlay.") {
 			dst = "user.overlay.overlay." + strings.TrimPrefix(name, "user.overlay.")
 		}
-		if err := unix.Setxattr(upper, dst, val[:n], 0); err != nil {
+		if err := unix.Setxattr(upper, dst, val, 0); err != nil {
 			return &fs.PathError{Op: "setxattr " + dst, Path: upper, Err: err}
 		}
 	}
 	return nil
 }
 
+// listNames lists the xattr names of p (none if it cannot).
 func listNames(p string) []string {
-	buf := make([]byte, 64<<10)
-	n, err := unix.Listxattr(p, buf)
-	if err != nil || n == 0 {
+	buf, err := sized(func(b []byte) (int, error) { return unix.Listxattr(p, b) })
+	if err != nil || len(buf) == 0 {
 		return nil
 	}
-	return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
+	return strings.Split(strings.TrimRight(string(buf), "\x00"), "\x00")
+}
+
+func getxattr(p, name string) ([]byte, error) {
+	return sized(func(b []byte) (int, error) { return unix.Getxattr(p, name, b) })
+}
+
+// sized calls get, which fills b as listxattr(2) and getxattr(2) do,
+// first for the size, then with a buffer of that size (again if the
+// value grew in between).
+func sized(get func(b []byte) (int, error)) ([]byte, error) {
+	for {
+		n, err := get(nil)
+		if err != nil || n == 0 {
+			return nil, err
+		}
+		b := make([]byte, n)
+		n, err = get(b)
+		if errors.Is(err, unix.ERANGE) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
 }
 
 // selfIdentity is this process's identity, read once.
@@ -302,7 +326,7 @@ func mountsBelow(dir string) ([]string, error) {
 	defer f.Close()
 	var out []string
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 4<<10), 1<<20)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 {

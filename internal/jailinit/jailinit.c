@@ -165,7 +165,7 @@ static const char too_long_report[] =
 // words it when msg is NULL) or with msg, and ends the init.
 static void fail_at(const struct op *op, const char *path, int err, const char *msg)
 {
-	static char out[16384];
+	static char out[JI_MAX_REPORT];
 	char num[32];
 	size_t cap = sizeof(out), at = 0;
 	const char *stage = op ? op->s[0] : "config", *name = op ? op->s[1] : "";
@@ -216,7 +216,7 @@ static void mark(const char *name)
 // report.
 static void report(const struct op *op, const char *key)
 {
-	static char out[8192];
+	static char out[JI_MAX_REPORT];
 	char num[64];
 	size_t cap = sizeof(out), at = 0;
 	at = append(out, cap, at, "{\"");

@@ -35,6 +35,9 @@ import (
 // Name is the argv[0] under which the binary runs as a jail's init.
 const Name = C.JI_NAME
 
+// MaxReport is the longest message the init sends, in bytes.
+const MaxReport = C.JI_MAX_REPORT
+
 type code uint16
 
 const (

@@ -72,4 +72,7 @@ enum ji_code {
 /* Descriptors that may come with a message. */
 #define JI_MAX_FDS 16
 
+/* The longest message the init sends. */
+#define JI_MAX_REPORT 16384
+
 #endif
