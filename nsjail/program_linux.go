@@ -93,12 +93,6 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	p.Stage("rest")
 	p.Mark()
 	finishRoot(&p, cfg)
-	p.Stage("hostname")
-	p.Hostname(cfg.Hostname)
-	if !cfg.Network {
-		p.Stage("network")
-		p.LinkUp("lo")
-	}
 	if cfg.Deferred {
 		// All that does not depend on the command is done before it
 		// comes: the overlay (which looks nothing up in the lower
@@ -121,7 +115,7 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	p.Chdir()
 	p.Stage("exec")
 	p.LookPath(DefaultPath)
-	p.Stage("network")
+	p.Stage("lookpath")
 	p.Mark()
 	// Last before the credentials go, so that the init's own setup is
 	// not charged to the run: the init's thread joins the v1 cgroup and
@@ -384,11 +378,16 @@ func dropPrivileges(p *jailinit.Program, cfg *childConfig) {
 	}
 }
 
+// jailHostname is the jail's hostname.
+const jailHostname = "neonbox"
+
 // spawnProgram is the first part of what the init runs, queued before it
 // starts: the process started in the parent's namespaces unshares the
 // jail's namespaces (flags) and forks the init proper, pid 1 of a new pid
 // namespace, which waits for the parent to map its ids (a byte on the
 // pipe that comes as descriptor slot 0) and becomes root in the jail.
+// Meanwhile it names the host and, in a network namespace of its own,
+// brings up lo: neither needs its ids mapped.
 func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
 	var p jailinit.Program
 	p.Stage("spawn")
@@ -397,6 +396,13 @@ func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
 	p.Mark()
 	p.Stage("spawn")
 	p.CloneInit()
+	p.Stage("hostname")
+	p.Hostname(jailHostname)
+	if flags&unix.CLONE_NEWNET != 0 {
+		p.Stage("network")
+		p.LinkUp("lo")
+	}
+	p.Stage("spawn")
 	p.AwaitIDMap(0)
 	// As the jail's root from here on; clears the groups the init
 	// inherited from the parent (setgroups is denied when the jail

@@ -52,10 +52,9 @@ const initName = jailinit.Name
 // childConfig describes the jail; baseProgram and restProgram turn it
 // into the init's program. Host paths are absolute.
 type childConfig struct {
-	Argv     []string
-	Env      []string
-	Cwd      string
-	Hostname string
+	Argv []string
+	Env  []string
+	Cwd  string
 	// RunDir holds the overlay's upper/ and work/.
 	RunDir string
 	// RootMount is where the init mounts the new root before the pivot.

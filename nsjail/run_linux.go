@@ -258,7 +258,6 @@ func jailConfig(o *Options, ids idPlan) (*childConfig, error) {
 	}
 	view := hostView()
 	return &childConfig{
-		Hostname:    "neonbox",
 		RootMount:   mnt,
 		Workspace:   o.Workspace,
 		WorkspaceFD: ids.rootful,
