@@ -73,6 +73,7 @@ type jail struct {
 	spawned  chan struct{}
 	proc     *os.Process
 	spawnErr *StepError
+	pidAt    int64 // when the init's pid came
 	spawnAt  int64
 	mountNS  *os.File
 	merged   bool // the above are in res
@@ -200,19 +201,41 @@ func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan) {
 // byte or without, lets the init go on.
 func (j *jail) spawn(mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
 	defer mappedW.Close()
-	m, _, se := j.readMessage()
-	if se == nil && m.Pid <= 0 {
-		se = &StepError{Stage: "spawn", Message: "the jail's init did not say its pid"}
+	// The pid comes from the first process; the init may report a
+	// failure before it. Either way the init is this process's child
+	// (CLONE_PARENT), to be waited for: its pid cannot be reused before.
+	var failed *StepError
+	for {
+		m, eof, se := j.readMessage()
+		switch {
+		case se != nil && eof && failed != nil:
+			return nil, failed
+		case se != nil && eof:
+			return nil, &StepError{Stage: "spawn", Message: "the jail's init exited before it said its pid"}
+		case se != nil:
+			if failed == nil {
+				failed = se
+			}
+			continue
+		}
+		if m.Pid <= 0 {
+			return nil, &StepError{Stage: "spawn", Message: "unexpected message before the jail's pid"}
+		}
+		j.pidAt = monotonic()
+		proc, err := os.FindProcess(m.Pid)
+		if err != nil {
+			return nil, stepError("spawn", err)
+		}
+		if failed != nil {
+			_ = proc.Kill()
+			return proc, failed
+		}
+		return j.mapIDs(proc, mappedW, ids)
 	}
-	if se != nil {
-		return nil, se
-	}
-	// The init is this process's child (CLONE_PARENT): its pid cannot
-	// be reused before it is waited for.
-	proc, err := os.FindProcess(m.Pid)
-	if err != nil {
-		return nil, stepError("spawn", err)
-	}
+}
+
+// mapIDs writes the init's id maps and tells it so.
+func (j *jail) mapIDs(proc *os.Process, mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
 	if err := ids.writeMaps(proc.Pid); err != nil {
 		_ = proc.Kill()
 		return proc, stepError("spawn", err)
@@ -231,7 +254,7 @@ func (j *jail) waitSpawned() *StepError {
 	if !j.merged {
 		j.merged = true
 		j.res.mountNS = j.mountNS
-		j.res.steps = append(j.res.steps, initStep{Name: "spawned", At: j.spawnAt})
+		j.res.steps = append(j.res.steps, initStep{Name: "pid", At: j.pidAt}, initStep{Name: "spawned", At: j.spawnAt})
 		if j.res.setupErr == nil {
 			j.res.setupErr = j.spawnErr
 		}

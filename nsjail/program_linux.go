@@ -93,6 +93,11 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	p.Stage("rest")
 	p.Mark()
 	finishRoot(&p, cfg)
+	if !cfg.Network {
+		p.Stage("network")
+		p.JoinNetNS()
+		p.LinkUp("lo")
+	}
 	if cfg.Deferred {
 		// All that does not depend on the command is done before it
 		// comes: the overlay (which looks nothing up in the lower
@@ -386,22 +391,22 @@ const jailHostname = "neonbox"
 // jail's namespaces (flags) and forks the init proper, pid 1 of a new pid
 // namespace, which waits for the parent to map its ids (a byte on the
 // pipe that comes as descriptor slot 0) and becomes root in the jail.
-// Meanwhile it names the host and, in a network namespace of its own,
-// brings up lo: neither needs its ids mapped.
+// The network namespace, the slowest to make, is made by the first
+// process meanwhile; the init joins it in the rest of the program.
+// While it waits, the init names the host, which needs no mapped ids.
 func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
 	var p jailinit.Program
+	newNet := flags&unix.CLONE_NEWNET != 0
 	p.Stage("spawn")
-	p.Unshare(flags)
+	p.Unshare(flags &^ unix.CLONE_NEWNET)
 	p.Stage("unshared")
 	p.Mark()
 	p.Stage("spawn")
-	p.CloneInit()
+	p.CloneInit(newNet)
+	p.Stage("cloned")
+	p.Mark()
 	p.Stage("hostname")
 	p.Hostname(jailHostname)
-	if flags&unix.CLONE_NEWNET != 0 {
-		p.Stage("network")
-		p.LinkUp("lo")
-	}
 	p.Stage("spawn")
 	p.AwaitIDMap(0)
 	// As the jail's root from here on; clears the groups the init

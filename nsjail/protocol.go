@@ -8,9 +8,10 @@ package nsjail
 //	parent (neonbox-ns)                        init (neonbox-init)
 //	───────────────────                        ──────────────────────────────────────
 //	spawn program + id-map pipe        ─────►  (queued)
-//	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; unshare(USER|NS|NET|UTS|IPC|CGROUP);
+//	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; unshare(USER|NS|UTS|IPC|CGROUP);
 //	                                           clone(NEWPID|PARENT): pid 1 of the jail,
-//	                                   ◄─────  {"pid":N}; the first process exits
+//	                                   ◄─────  {"pid":N}; the first process makes the
+//	                                           network namespace, hands it to pid 1, exits
 //	write uid_map/gid_map of N,
 //	a byte on the pipe                 ─────►  pid 1 becomes the jail's root
 //	base of the program                ─────►  builds the base of the new root
@@ -19,8 +20,8 @@ package nsjail
 //	idmap the workspace with the jail's
 //	user namespace (root only)
 //	rest of the program [+ workspace fd]
-//	[+ v1 cgroup tasks fds]            ─────►  mounts the workspace, pivots,
-//	                                           [v1: joins the run's cgroup],
+//	[+ v1 cgroup tasks fds]            ─────►  mounts the workspace, pivots, joins the
+//	                                           network namespace, [v1: joins the run's cgroup],
 //	                                           drops capabilities
 //	                                   ◄─────  {"ready":true,"steps":[...]} just before execve
 //	                                   ◄─────  EOF: execve succeeded

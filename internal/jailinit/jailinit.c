@@ -102,8 +102,9 @@ static struct {
 		int64_t at;
 	} marks[MAX_MARKS];
 	int nmarks;
-	int parent; // pidfd of neonbox-ns, once clone_init made the init; else -1
-} st = {.parent = -1};
+	int parent;     // pidfd of neonbox-ns, once clone_init made the init; else -1
+	int netns_from; // where the network namespace comes from (clone_init); else -1
+} st = {.parent = -1, .netns_from = -1};
 
 // ---- reporting -------------------------------------------------------
 
@@ -526,24 +527,37 @@ static int set_pdeathsig(int sig)
 // clone_init forks pid 1 of a new pid namespace. CLONE_PARENT makes it
 // the child of neonbox-ns, which waits for it and learns its pid from
 // this process; this process then exits. The new init goes on with the
-// program only once that pid is on its way: should this process die
-// first, neonbox-ns would never learn of the init, so the init exits.
-static void clone_init(const struct op *op)
+// program only once this process is about to report that pid: should
+// this process die first, neonbox-ns would never learn of the init, so
+// the init exits.
+//
+// With net, this process then makes the jail's network namespace (the
+// costliest namespace to make) while the init goes on, and sends it to
+// the init, which joins it later (JI_JOIN_NETNS).
+static void clone_init(const struct op *op, int net)
 {
 	int go[2];
-	char b;
-	if (pipe2(go, O_CLOEXEC) < 0)
+	char b = 1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, go) < 0)
 		fail(op, errno, NULL);
 	// The init's parent will be neonbox-ns (getppid() would say 0 in
 	// the new pid namespace): keep a pidfd of it to check it is alive.
 	st.parent = (int)syscall(SYS_pidfd_open, getppid(), 0);
 	if (st.parent < 0)
 		fail(op, errno, NULL);
+	// Opened now: once the init has pivoted into the jail's root (which
+	// this process shares, in the same mount namespace), /proc is the
+	// jail's, where this process has no /proc/self.
+	int nsdir = -1;
+	if (net && (nsdir = open("/proc/self/ns", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		fail_at(op, "/proc/self/ns", errno, NULL);
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
 	if (pid < 0)
 		fail(op, errno, NULL);
 	if (pid == 0) {
 		close(go[1]);
+		if (nsdir >= 0)
+			close(nsdir);
 		// Dies with the thread of neonbox-ns that started the jail,
 		// as that thread's own child would.
 		if (set_pdeathsig(SIGKILL) < 0)
@@ -553,22 +567,75 @@ static void clone_init(const struct op *op)
 			;
 		if (n != 1)
 			_exit(1);
-		close(go[0]);
+		if (net)
+			st.netns_from = go[0];
+		else
+			close(go[0]);
 		return;
 	}
 	close(go[0]);
 	char msg[64];
 	int n = snprintf(msg, sizeof(msg), "{\"pid\":%d}", (int)pid);
-	if (!put(msg, (size_t)n)) {
+	// The go-ahead first: whichever of the two runs on, the init should
+	// not wait for this process to be scheduled again. (The init writes
+	// nothing to neonbox-ns before its ids are mapped, for which
+	// neonbox-ns needs the pid, unless a step fails first.)
+	if (write(go[1], &b, 1) != 1 || !put(msg, (size_t)n)) {
 		kill(pid, SIGKILL);
 		_exit(1);
 	}
-	b = 1;
-	if (write(go[1], &b, 1) != 1) {
-		kill(pid, SIGKILL);
-		_exit(1);
+	if (net) {
+		// A failure is reported as this process's; the init, sent
+		// nothing, fails too.
+		if (unshare(CLONE_NEWNET) < 0)
+			fail_at(op, "unshare CLONE_NEWNET", errno, NULL);
+		int ns = openat(nsdir, "net", O_RDONLY | O_CLOEXEC);
+		if (ns < 0)
+			fail_at(op, "/proc/self/ns/net", errno, NULL);
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = {&b, 1};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &ns, sizeof(int));
+		if (sendmsg(go[1], &mh, 0) != 1)
+			fail_at(op, "sendmsg", errno, NULL);
 	}
 	_exit(0);
+}
+
+// join_netns joins the network namespace clone_init's other process made.
+static void join_netns(const struct op *op)
+{
+	char b;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {&b, 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
+	ssize_t n;
+	int ns;
+	if (st.netns_from < 0)
+		fail(op, 0, "no network namespace is coming");
+	while ((n = recvmsg(st.netns_from, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		fail(op, errno, NULL);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	if (n != 1 || !c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		fail(op, 0, "no network namespace came");
+	memcpy(&ns, CMSG_DATA(c), sizeof(int));
+	if (setns(ns, CLONE_NEWNET) < 0)
+		fail(op, errno, NULL);
+	close(ns);
+	close(st.netns_from);
+	st.netns_from = -1;
 }
 
 // await_idmap waits until neonbox-ns has written the user namespace's id
@@ -735,10 +802,13 @@ static void run(struct prog *p, int in_call)
 			r = unshare((int)op->a);
 			break;
 		case JI_CLONE_INIT:
-			clone_init(op);
+			clone_init(op, op->a != 0);
 			break;
 		case JI_AWAIT_IDMAP:
 			await_idmap(p, op, op->a);
+			break;
+		case JI_JOIN_NETNS:
+			join_netns(op);
 			break;
 		case JI_LOOKPATH: {
 			if (!st.argv || !st.argv[0])

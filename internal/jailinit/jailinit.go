@@ -80,6 +80,7 @@ const (
 	opUnshare      code = C.JI_UNSHARE
 	opCloneInit    code = C.JI_CLONE_INIT
 	opAwaitIDMap   code = C.JI_AWAIT_IDMAP
+	opJoinNetNS    code = C.JI_JOIN_NETNS
 )
 
 const (
@@ -318,9 +319,19 @@ func (p *Program) Unshare(flags uintptr) { p.add(opUnshare, 0, uint64(flags), 0,
 // CloneInit forks the jail's init proper: pid 1 of a new pid namespace,
 // a child of the parent (CLONE_PARENT), which runs the rest of the
 // program. The process that ran the program so far reports {"pid":N}
-// and exits.
-func (p *Program) CloneInit() { p.add(opCloneInit, 0, 0, 0, "clone", "") }
+// and exits; with newNet, it first makes a network namespace, while the
+// init goes on, for the init to join (JoinNetNS).
+func (p *Program) CloneInit(newNet bool) {
+	var a uint64
+	if newNet {
+		a = 1
+	}
+	p.add(opCloneInit, 0, a, 0, "clone", "")
+}
 
 // AwaitIDMap waits until the parent has written the user namespace's id
 // maps: one byte on the pipe in descriptor slot slot.
 func (p *Program) AwaitIDMap(slot int) { p.add(opAwaitIDMap, 0, uint64(slot), 0, "read", "id map") }
+
+// JoinNetNS joins the network namespace CloneInit(true) made.
+func (p *Program) JoinNetNS() { p.add(opJoinNetNS, 0, 0, 0, "setns", "") }

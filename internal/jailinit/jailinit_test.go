@@ -279,6 +279,60 @@ func TestInitTakesLongArgumentLists(t *testing.T) {
 	assert.Equal(t, "10000\n", o.stdout)
 }
 
+// spawned is an init started with a spawn program (see startSpawn).
+type spawned struct {
+	sock    *os.File // the parent's end
+	mappedW *os.File // a byte here: the ids are mapped
+	cmd     *exec.Cmd
+	stdout  *bytes.Buffer
+	init    *os.Process
+}
+
+// startSpawn starts the init with p, which takes the id-map pipe as
+// descriptor slot 0, and reads the init's pid from the process that
+// forked it.
+func startSpawn(t *testing.T, p *jailinit.Program) *spawned {
+	t.Helper()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	s := &spawned{sock: os.NewFile(uintptr(pair[0]), "parent"), stdout: &bytes.Buffer{}}
+	child := os.NewFile(uintptr(pair[1]), "child")
+	t.Cleanup(func() { s.sock.Close() })
+	mapped, mappedW, err := os.Pipe()
+	require.NoError(t, err)
+	s.mappedW = mappedW
+	t.Cleanup(func() { mappedW.Close() })
+	require.NoError(t, unix.Sendmsg(pair[0], encode(t, p), unix.UnixRights(int(mapped.Fd())), nil, 0))
+	mapped.Close()
+	s.cmd = &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: s.stdout, ExtraFiles: []*os.File{child}}
+	require.NoError(t, s.cmd.Start())
+	child.Close()
+	var said struct{ Pid int }
+	require.NoError(t, json.Unmarshal(s.read(t), &said))
+	require.Positive(t, said.Pid)
+	require.NotEqual(t, s.cmd.Process.Pid, said.Pid)
+	s.init, err = os.FindProcess(said.Pid)
+	require.NoError(t, err)
+	return s
+}
+
+func (s *spawned) read(t *testing.T) []byte {
+	t.Helper()
+	buf := make([]byte, jailinit.MaxReport)
+	n, err := s.sock.Read(buf)
+	require.NoError(t, err)
+	return buf[:n]
+}
+
+// finish waits for the init and the process that forked it.
+func (s *spawned) finish(t *testing.T) *os.ProcessState {
+	t.Helper()
+	state, err := s.init.Wait()
+	require.NoError(t, err)
+	require.NoError(t, s.cmd.Wait())
+	return state
+}
+
 // The first steps of every jail: a new user namespace, pid 1 of a new pid
 // namespace forked as the parent's child, which waits for the parent's
 // word that its ids are mapped.
@@ -287,61 +341,61 @@ func TestCloneInitForksPid1AsTheParentsChild(t *testing.T) {
 	var p jailinit.Program
 	p.Stage("spawn")
 	p.Unshare(unix.CLONE_NEWUSER)
-	p.CloneInit()
+	p.CloneInit(false)
 	p.AwaitIDMap(0)
 	p.Stage("mapped")
 	p.Mark()
 	execTail(&p, []string{"sh", "-c", `echo "pid $$"`}, []string{"PATH=/bin:/usr/bin"}, "/")
+	s := startSpawn(t, &p)
 
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	parent, child := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
-	defer parent.Close()
-	mapped, mappedW, err := os.Pipe()
-	require.NoError(t, err)
-	defer mappedW.Close()
-	require.NoError(t, unix.Sendmsg(pair[0], encode(t, &p), unix.UnixRights(int(mapped.Fd())), nil, 0))
-	mapped.Close()
-	var stdout bytes.Buffer
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: &stdout, ExtraFiles: []*os.File{child}}
-	require.NoError(t, cmd.Start())
-	child.Close()
-
-	buf := make([]byte, 64<<10)
-	n, err := parent.Read(buf)
-	require.NoError(t, err)
-	var said struct{ Pid int }
-	require.NoError(t, json.Unmarshal(buf[:n], &said), "%q", buf[:n])
-	require.Positive(t, said.Pid)
-	require.NotEqual(t, cmd.Process.Pid, said.Pid)
-	init, err := os.FindProcess(said.Pid)
-	require.NoError(t, err)
 	// Its parent is this process, not the one that forked it.
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(said.Pid) + "/status")
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(s.init.Pid) + "/status")
 	require.NoError(t, err)
 	assert.Contains(t, string(status), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n")
 
 	// It waits for the ids to be mapped.
-	pfd := []unix.PollFd{{Fd: int32(pair[0]), Events: unix.POLLIN}}
+	pfd := []unix.PollFd{{Fd: int32(s.sock.Fd()), Events: unix.POLLIN}}
 	ready, err := unix.Poll(pfd, 50)
 	for err == unix.EINTR {
 		ready, err = unix.Poll(pfd, 50)
 	}
 	require.NoError(t, err)
 	assert.Zero(t, ready, "the init went on before its ids were mapped")
-	_, err = mappedW.Write([]byte{1})
+	_, err = s.mappedW.Write([]byte{1})
 	require.NoError(t, err)
 
-	n, err = parent.Read(buf)
+	var r reply
+	msg := s.read(t)
+	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
+	assert.True(t, r.Ready, "%q", msg)
+	assert.True(t, s.finish(t).Success())
+	assert.Equal(t, "pid 1\n", s.stdout.String())
+}
+
+// With a network namespace asked for, the process that forked the init
+// makes it and the init joins it.
+func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
+	testutil.RequireUserNS(t)
+	var p jailinit.Program
+	p.Stage("spawn")
+	p.Unshare(unix.CLONE_NEWUSER)
+	p.CloneInit(true)
+	p.AwaitIDMap(0)
+	p.Stage("network")
+	p.JoinNetNS()
+	execTail(&p, []string{"readlink", "/proc/self/ns/net"}, []string{"PATH=/bin:/usr/bin"}, "/")
+	s := startSpawn(t, &p)
+	_, err := s.mappedW.Write([]byte{1})
 	require.NoError(t, err)
 	var r reply
-	require.NoError(t, json.Unmarshal(buf[:n], &r), "%q", buf[:n])
-	assert.True(t, r.Ready, "%q", buf[:n])
-	state, err := init.Wait()
+	msg := s.read(t)
+	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
+	require.True(t, r.Ready, "%q", msg)
+	require.True(t, s.finish(t).Success())
+	own, err := os.Readlink("/proc/self/ns/net")
 	require.NoError(t, err)
-	assert.True(t, state.Success())
-	require.NoError(t, cmd.Wait())
-	assert.Equal(t, "pid 1\n", stdout.String())
+	assert.Regexp(t, `^net:\[\d+\]\n$`, s.stdout.String())
+	assert.NotEqual(t, own+"\n", s.stdout.String())
 }
 
 // Should the parent not map the ids (it closes the pipe), the init says
@@ -351,39 +405,17 @@ func TestCloneInitFailsWithoutIDMaps(t *testing.T) {
 	var p jailinit.Program
 	p.Stage("spawn")
 	p.Unshare(unix.CLONE_NEWUSER)
-	p.CloneInit()
+	p.CloneInit(false)
 	p.AwaitIDMap(0)
 	execTail(&p, []string{"true"}, nil, "/")
+	s := startSpawn(t, &p)
+	s.mappedW.Close()
 
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	parent, child := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
-	defer parent.Close()
-	mapped, mappedW, err := os.Pipe()
-	require.NoError(t, err)
-	require.NoError(t, unix.Sendmsg(pair[0], encode(t, &p), unix.UnixRights(int(mapped.Fd())), nil, 0))
-	mapped.Close()
-	mappedW.Close()
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, ExtraFiles: []*os.File{child}}
-	require.NoError(t, cmd.Start())
-	child.Close()
-
-	buf := make([]byte, 64<<10)
-	n, err := parent.Read(buf)
-	require.NoError(t, err)
-	var said struct{ Pid int }
-	require.NoError(t, json.Unmarshal(buf[:n], &said), "%q", buf[:n])
-	init, err := os.FindProcess(said.Pid)
-	require.NoError(t, err)
-	n, err = parent.Read(buf)
-	require.NoError(t, err)
 	var r reply
-	require.NoError(t, json.Unmarshal(buf[:n], &r), "%q", buf[:n])
+	msg := s.read(t)
+	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "spawn", r.Error.Stage)
 	assert.Contains(t, r.Error.Message, "did not map")
-	state, err := init.Wait()
-	require.NoError(t, err)
-	assert.Equal(t, 1, state.ExitCode())
-	require.NoError(t, cmd.Wait())
+	assert.Equal(t, 1, s.finish(t).ExitCode())
 }
