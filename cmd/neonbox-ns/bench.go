@@ -30,7 +30,8 @@ Measures the wall time of CMD (default /bin/true) run plainly, under
 unshare -Urmpnf, under bwrap (each only if installed) and under
 neonbox-ns exec with the default policy and cgroup limits (1 GiB of
 memory, 2 CPUs, 4096 tasks: written, never reached), interleaved
-(A B C D A B ...) after a warm-up, then with -j workers in parallel. With --pool, also
+(A B C D A B ...) after a warm-up, then with -j workers in parallel
+(the runners taking turns in rounds). With --pool, also
 calls of a warm nsjail.Pool (jails prepared ahead, each call still a
 fresh jail) made from this process. Each --baseline LABEL=PATH adds
 another neonbox-ns binary (an older build, say) as a runner of its own,
@@ -166,12 +167,12 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		rep.Runners = append(rep.Runners, summarize(r.name, samples[r.name]))
 	}
 	if *jobs > 0 {
-		for i, r := range runners {
-			rps, err := parallelThroughput(r, base, *jobs, *n)
-			if err != nil {
-				return fail(stderr, "bench", fmt.Errorf("%s -j %d: %w", r.name, *jobs, err))
-			}
-			rep.Runners[i].ParallelRunsPerSec = rps
+		rps, err := parallelThroughputs(runners, base, *jobs, *n)
+		if err != nil {
+			return fail(stderr, "bench", fmt.Errorf("-j %d: %w", *jobs, err))
+		}
+		for i := range runners {
+			rep.Runners[i].ParallelRunsPerSec = rps[i]
 		}
 	}
 	var bwrap float64
@@ -275,27 +276,55 @@ func runOnce(r runner, ws string) (sample, error) {
 	return s, nil
 }
 
-// parallelThroughput runs the runner with jobs workers, each on its own
-// workspace (a workspace takes one writing run at a time), and returns
-// runs per second.
-func parallelThroughput(r runner, base string, jobs, n int) (float64, error) {
-	var wg sync.WaitGroup
-	errs := make(chan error, jobs)
-	var dirs []string
-	for w := 0; w < jobs; w++ {
-		ws := filepath.Join(base, fmt.Sprintf("ws-%s-%d", r.name, w))
-		if err := os.MkdirAll(ws, 0o755); err != nil {
-			return 0, err
+// parallelRounds is how many turns the runners take at the parallel
+// measurement.
+const parallelRounds = 5
+
+// parallelThroughputs measures each runner with jobs workers, each on its
+// own workspace (a workspace takes one writing run at a time), about n
+// runs in all, and returns runs per second. The runners take turns, in
+// rounds, as in the sequential measurement: a slow spell of the machine
+// falls on all of them.
+func parallelThroughputs(rs []runner, base string, jobs, n int) ([]float64, error) {
+	dirs := make([][]string, len(rs))
+	for i, r := range rs {
+		for w := 0; w < jobs; w++ {
+			ws := filepath.Join(base, fmt.Sprintf("ws-%s-%d", r.name, w))
+			if err := os.MkdirAll(ws, 0o755); err != nil {
+				return nil, err
+			}
+			// An untimed run per worker first: a pool is made on
+			// its first call.
+			if _, err := runOnce(r, ws); err != nil {
+				return nil, fmt.Errorf("%s: %w", r.name, err)
+			}
+			dirs[i] = append(dirs[i], ws)
 		}
-		// An untimed run per worker first: a pool is made on its
-		// first call.
-		if _, err := runOnce(r, ws); err != nil {
-			return 0, err
-		}
-		dirs = append(dirs, ws)
 	}
+	per := max(n/jobs/parallelRounds, 1)
+	took := make([]time.Duration, len(rs))
+	for round := 0; round < parallelRounds; round++ {
+		for i, r := range rs {
+			d, err := parallelBatch(r, dirs[i], per)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.name, err)
+			}
+			took[i] += d
+		}
+	}
+	rps := make([]float64, len(rs))
+	for i := range rs {
+		rps[i] = round3(float64(per*jobs*parallelRounds) / took[i].Seconds())
+	}
+	return rps, nil
+}
+
+// parallelBatch runs per runs of r on each of dirs at once, one worker
+// per dir, and returns how long that took.
+func parallelBatch(r runner, dirs []string, per int) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(dirs))
 	start := time.Now()
-	per := max(n/jobs, 1)
 	for _, ws := range dirs {
 		wg.Add(1)
 		go func() {
@@ -309,11 +338,9 @@ func parallelThroughput(r runner, base string, jobs, n int) (float64, error) {
 		}()
 	}
 	wg.Wait()
+	took := time.Since(start)
 	close(errs)
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return round3(float64(per*jobs) / time.Since(start).Seconds()), nil
+	return took, <-errs
 }
 
 func summarize(name string, ss []sample) BenchStats {
