@@ -524,6 +524,56 @@ static int set_pdeathsig(int sig)
 	return 0;
 }
 
+// fd_msg is a one-byte message with room for one descriptor.
+struct fd_msg {
+	char b;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov;
+	struct msghdr mh;
+};
+
+static void fd_msg_init(struct fd_msg *m)
+{
+	m->b = 1;
+	m->iov = (struct iovec){&m->b, 1};
+	m->mh = (struct msghdr){.msg_iov = &m->iov, .msg_iovlen = 1, .msg_control = m->cbuf.buf, .msg_controllen = sizeof(m->cbuf.buf)};
+}
+
+// send_fd sends one byte and fd over the unix socket sock.
+static int send_fd(int sock, int fd)
+{
+	struct fd_msg m;
+	fd_msg_init(&m);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m.mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &m.mh, 0) == 1 ? 0 : -1;
+}
+
+// recv_fd receives what send_fd sent: the descriptor (close-on-exec),
+// -1 with errno set, or -2 if the message held none (or there was none).
+static int recv_fd(int sock)
+{
+	struct fd_msg m;
+	ssize_t n;
+	int fd;
+	fd_msg_init(&m);
+	while ((n = recvmsg(sock, &m.mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		return -1;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m.mh);
+	if (n != 1 || !c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -2;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
 // clone_init forks pid 1 of a new pid namespace. CLONE_PARENT makes it
 // the child of neonbox-ns, which waits for it and learns its pid from
 // this process; this process then exits. The new init goes on with the
@@ -592,18 +642,7 @@ static void clone_init(const struct op *op, int net)
 		int ns = openat(nsdir, "net", O_RDONLY | O_CLOEXEC);
 		if (ns < 0)
 			fail_at(op, "/proc/self/ns/net", errno, NULL);
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} cbuf;
-		struct iovec iov = {&b, 1};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &ns, sizeof(int));
-		if (sendmsg(go[1], &mh, 0) != 1)
+		if (send_fd(go[1], ns) < 0)
 			fail_at(op, "sendmsg", errno, NULL);
 	}
 	_exit(0);
@@ -612,25 +651,13 @@ static void clone_init(const struct op *op, int net)
 // join_netns joins the network namespace clone_init's other process made.
 static void join_netns(const struct op *op)
 {
-	char b;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} cbuf;
-	struct iovec iov = {&b, 1};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
-	ssize_t n;
-	int ns;
 	if (st.netns_from < 0)
 		fail(op, 0, "no network namespace is coming");
-	while ((n = recvmsg(st.netns_from, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-		;
-	if (n < 0)
+	int ns = recv_fd(st.netns_from);
+	if (ns == -1)
 		fail(op, errno, NULL);
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	if (n != 1 || !c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+	if (ns < 0)
 		fail(op, 0, "no network namespace came");
-	memcpy(&ns, CMSG_DATA(c), sizeof(int));
 	if (setns(ns, CLONE_NEWNET) < 0)
 		fail(op, errno, NULL);
 	close(ns);

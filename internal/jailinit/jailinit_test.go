@@ -288,6 +288,20 @@ type spawned struct {
 	init    *os.Process
 }
 
+// spawnProgram begins a program as the runtime's does: a new user
+// namespace, pid 1 forked (and with newNet a network namespace made for
+// it), and the wait for the id maps.
+func spawnProgram(t *testing.T, newNet bool) *jailinit.Program {
+	t.Helper()
+	testutil.RequireUserNS(t)
+	p := &jailinit.Program{}
+	p.Stage("spawn")
+	p.Unshare(unix.CLONE_NEWUSER)
+	p.CloneInit(newNet)
+	p.AwaitIDMap(0)
+	return p
+}
+
 // startSpawn starts the init with p, which takes the id-map pipe as
 // descriptor slot 0, and reads the init's pid from the process that
 // forked it.
@@ -324,6 +338,16 @@ func (s *spawned) read(t *testing.T) []byte {
 	return buf[:n]
 }
 
+// ready checks that the init said "ready", and waits for it to end.
+func (s *spawned) ready(t *testing.T) *os.ProcessState {
+	t.Helper()
+	var r reply
+	msg := s.read(t)
+	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
+	require.True(t, r.Ready, "%q", msg)
+	return s.finish(t)
+}
+
 // finish waits for the init and the process that forked it.
 func (s *spawned) finish(t *testing.T) *os.ProcessState {
 	t.Helper()
@@ -337,16 +361,11 @@ func (s *spawned) finish(t *testing.T) *os.ProcessState {
 // namespace forked as the parent's child, which waits for the parent's
 // word that its ids are mapped.
 func TestCloneInitForksPid1AsTheParentsChild(t *testing.T) {
-	testutil.RequireUserNS(t)
-	var p jailinit.Program
-	p.Stage("spawn")
-	p.Unshare(unix.CLONE_NEWUSER)
-	p.CloneInit(false)
-	p.AwaitIDMap(0)
+	p := spawnProgram(t, false)
 	p.Stage("mapped")
 	p.Mark()
-	execTail(&p, []string{"sh", "-c", `echo "pid $$"`}, []string{"PATH=/bin:/usr/bin"}, "/")
-	s := startSpawn(t, &p)
+	execTail(p, []string{"sh", "-c", `echo "pid $$"`}, []string{"PATH=/bin:/usr/bin"}, "/")
+	s := startSpawn(t, p)
 
 	// Its parent is this process, not the one that forked it.
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(s.init.Pid) + "/status")
@@ -364,34 +383,21 @@ func TestCloneInitForksPid1AsTheParentsChild(t *testing.T) {
 	_, err = s.mappedW.Write([]byte{1})
 	require.NoError(t, err)
 
-	var r reply
-	msg := s.read(t)
-	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
-	assert.True(t, r.Ready, "%q", msg)
-	assert.True(t, s.finish(t).Success())
+	assert.True(t, s.ready(t).Success())
 	assert.Equal(t, "pid 1\n", s.stdout.String())
 }
 
 // With a network namespace asked for, the process that forked the init
 // makes it and the init joins it.
 func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
-	testutil.RequireUserNS(t)
-	var p jailinit.Program
-	p.Stage("spawn")
-	p.Unshare(unix.CLONE_NEWUSER)
-	p.CloneInit(true)
-	p.AwaitIDMap(0)
+	p := spawnProgram(t, true)
 	p.Stage("network")
 	p.JoinNetNS()
-	execTail(&p, []string{"readlink", "/proc/self/ns/net"}, []string{"PATH=/bin:/usr/bin"}, "/")
-	s := startSpawn(t, &p)
+	execTail(p, []string{"readlink", "/proc/self/ns/net"}, []string{"PATH=/bin:/usr/bin"}, "/")
+	s := startSpawn(t, p)
 	_, err := s.mappedW.Write([]byte{1})
 	require.NoError(t, err)
-	var r reply
-	msg := s.read(t)
-	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
-	require.True(t, r.Ready, "%q", msg)
-	require.True(t, s.finish(t).Success())
+	require.True(t, s.ready(t).Success())
 	own, err := os.Readlink("/proc/self/ns/net")
 	require.NoError(t, err)
 	assert.Regexp(t, `^net:\[\d+\]\n$`, s.stdout.String())
@@ -401,14 +407,9 @@ func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
 // Should the parent not map the ids (it closes the pipe), the init says
 // so and exits.
 func TestCloneInitFailsWithoutIDMaps(t *testing.T) {
-	testutil.RequireUserNS(t)
-	var p jailinit.Program
-	p.Stage("spawn")
-	p.Unshare(unix.CLONE_NEWUSER)
-	p.CloneInit(false)
-	p.AwaitIDMap(0)
-	execTail(&p, []string{"true"}, nil, "/")
-	s := startSpawn(t, &p)
+	p := spawnProgram(t, false)
+	execTail(p, []string{"true"}, nil, "/")
+	s := startSpawn(t, p)
 	s.mappedW.Close()
 
 	var r reply
