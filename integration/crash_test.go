@@ -72,6 +72,7 @@ func TestKillDuringCommit(t *testing.T) {
 		time.Sleep(time.Duration(rng.Intn(150000)) * time.Microsecond)
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
+		killed, _ := os.ReadDir(filepath.Join(e.state, "runs"))
 
 		rec := neonbox(t, e.ws, "", "recover", "--workspace", e.ws, "--state-dir", e.state)
 		require.Equal(t, 0, rec.code, rec.stderr)
@@ -91,6 +92,9 @@ func TestKillDuringCommit(t *testing.T) {
 		}
 		runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
 		assert.Empty(t, runs, "round %d: abandoned run dirs are cleaned up", round)
+		for _, d := range killed {
+			assert.Empty(t, runCgroups("run-"+d.Name()), "round %d: the killed run's cgroup is removed", round)
+		}
 	}
 	t.Logf("outcomes over 8 kills: %v", outcomes)
 }
@@ -142,6 +146,61 @@ func TestKillParentMidRun(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the killed run's changes never reached the workspace")
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/neonbox/run-" + runID)
 	assert.Empty(t, dirs, "the abandoned cgroup is removed")
+}
+
+// kill -9 of neonbox-ns at moments all through its start: whatever a
+// killed run had made (its run dir, its cgroup), the next run removes.
+func TestKillParentDuringStart(t *testing.T) {
+	e := newEnv(t)
+	seen := map[string]bool{}
+	for i := 0; i < 24; i++ {
+		cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--", "sleep", "60")
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		require.NoError(t, cmd.Start())
+		time.Sleep(time.Duration(i) * 500 * time.Microsecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		entries, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+		for _, d := range entries {
+			seen[d.Name()] = true
+		}
+	}
+	require.NotEmpty(t, seen, "no kill came after a run dir was made")
+	for id := range seen {
+		waitFor(t, func() bool { return !processInCgroup("run-" + id) })
+	}
+
+	r := e.exec(t, "", nil, "true")
+	require.Equal(t, 0, r.code, r.stderr)
+	entries, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+	for _, d := range entries {
+		// A run killed between the mkdir and the owner file is taken
+		// for abandoned only after a while.
+		_, err := os.Stat(filepath.Join(e.state, "runs", d.Name(), "owner"))
+		assert.True(t, os.IsNotExist(err), "run dir %s, with its owner, is left: %s", d.Name(), r.stderr)
+	}
+	for id := range seen {
+		assert.Empty(t, runCgroups("run-"+id), "the cgroup of run %s is left", id)
+	}
+}
+
+// runCgroups lists the cgroup directories named name.
+func runCgroups(name string) []string {
+	var found []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			found = append(found, path)
+			return filepath.SkipDir
+		}
+		if strings.Count(path, "/") > 7 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return found
 }
 
 // processInCgroup reports whether any process is in a cgroup named name.

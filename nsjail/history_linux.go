@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/overlay"
 )
 
@@ -83,15 +84,18 @@ func recoverWorkspace(stateDir, workspace string) ([]string, error) {
 			// Whoever was committing (a run) or undoing died: its
 			// run dir, or the undo's scratch dir, is abandoned.
 			left := j.Upper
-			if filepath.Dir(filepath.Dir(left)) == filepath.Join(stateDir, "runs") {
+			var err error
+			switch {
+			case filepath.Dir(filepath.Dir(left)) == filepath.Join(stateDir, "runs"):
+				// A run dir: the run's cgroup goes first.
 				left = filepath.Dir(left)
-			} else if !strings.HasSuffix(left, ".undo") {
-				left = ""
+				cgErr := cgroup.RemoveStale("run-" + filepath.Base(left))
+				err = errors.Join(cgErr, runDir{path: left}.removeAfter(func() error { return cgErr }))
+			case strings.HasSuffix(left, ".undo"):
+				err = removeTree(left)
 			}
-			if left != "" {
-				if err := removeTree(left); err != nil {
-					notes = append(notes, fmt.Sprintf("could not remove %s, left by %s: %v", left, run, err))
-				}
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("could not remove %s, left by %s: %v", left, run, err))
 			}
 		}
 		notes = append(notes, fmt.Sprintf("recovered %s: rolled back the interrupted commit of run %s; the workspace is as it was before that run", workspace, run))

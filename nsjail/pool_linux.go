@@ -153,11 +153,11 @@ func (w *warmJail) teardown() error {
 	if w.j != nil {
 		w.j.res.releaseMountNS()
 	}
-	var errs []error
+	var cgErr error
 	if w.cg != nil {
-		errs = append(errs, w.cg.Kill(), w.cg.Delete())
+		cgErr = errors.Join(w.cg.Kill(), w.cg.Delete())
 	}
-	return errors.Join(append(errs, w.rd.remove())...)
+	return errors.Join(cgErr, w.rd.removeAfter(func() error { return cgErr }))
 }
 
 func (p *Pool) discard(w *warmJail) {

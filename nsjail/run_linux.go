@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,6 +54,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// The seccomp filters and the cgroup depend on neither the jail
 	// nor the workspace lock: they are made meanwhile.
 	type side struct {
+		rd      runDir // reserved; made below; removing the zero runDir does nothing
 		filters [][]byte
 		cg      *cgroup.Cgroup
 		ci      cgroupInfo
@@ -83,7 +85,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	go func() {
 		var sd side
 		var err error
-		if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
+		// The run dir comes first: by its owner file, a later run
+		// finds and removes what this one leaves if it is killed.
+		if sd.rd, err = reserveRunDir(o.StateDir, id); err != nil {
+			sd.se = stepError("state", err)
+		} else if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
 			sd.se = stepError("seccomp", err)
 		} else if sd.cg, sd.ci, err = newCgroup(&o, log, cgroup.Probe(), id); err != nil {
 			sd.se = stepError("cgroup", err)
@@ -104,24 +110,25 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	if r.ScrubbedEnv == nil {
 		r.ScrubbedEnv = []string{}
 	}
-	var rd runDir // made below; removing the zero runDir does nothing
 	var tFinished time.Time
 	var released chan struct{} // closed once the jail's mounts are gone
 	defer func() {
 		// However the run ends: the cgroup goes (Delete kills what is
-		// left) while the run dir is removed.
-		var cgDeleted chan error
-		if cg := takeSide().cg; cg != nil {
-			cgDeleted = make(chan error, 1)
+		// left) while the run dir is removed, but for its owner file,
+		// which goes last.
+		sd := takeSide()
+		cgDeleted := make(chan error, 1)
+		if cg := sd.cg; cg != nil {
 			go func() { cgDeleted <- cg.Delete() }()
+		} else {
+			cgDeleted <- nil
 		}
-		if err := rd.remove(); err != nil {
+		cgErr := sync.OnceValue(func() error { return <-cgDeleted })
+		if err := sd.rd.removeAfter(cgErr); err != nil {
 			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
 		}
-		if cgDeleted != nil {
-			if err := <-cgDeleted; err != nil {
-				r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
-			}
+		if err := cgErr(); err != nil {
+			r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
 		}
 		if released != nil {
 			<-released
@@ -171,16 +178,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
 
-	rd, err = createRunDir(o.StateDir, r.ID, o.Workspace, ids, &ws, o.DiskBytes)
-	if err != nil {
-		r.sandboxError(stepError("state", err))
-		return r, nil
-	}
-
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
 	if sd.se != nil {
 		r.sandboxError(sd.se)
+		return r, nil
+	}
+	rd := sd.rd
+	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
+		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
 	filters, cg := sd.filters, sd.cg

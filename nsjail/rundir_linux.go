@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -71,10 +72,20 @@ func rootMount(stateDir string) (string, error) {
 	return dir, nil
 }
 
-// createRunDir makes the run's directories. ws is the workspace root's
-// stat: the upper dir's root copies its mode and times, because overlay
-// shows the upper root's attributes for the merged root.
+// createRunDir makes the run's directories: reserveRunDir, then fill.
 func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, disk int64) (runDir, error) {
+	d, err := reserveRunDir(stateDir, id)
+	if err != nil {
+		return d, err
+	}
+	return d, d.fill(workspace, ids, ws, disk)
+}
+
+// reserveRunDir makes the run's directory with its owner file, by which a
+// later run can tell that it was abandoned and clean up after it (the
+// run dir and the run's cgroup): so it comes before anything else the
+// run makes, and goes last.
+func reserveRunDir(stateDir, id string) (runDir, error) {
 	runs := filepath.Join(stateDir, "runs")
 	if err := os.MkdirAll(runs, 0o711); err != nil {
 		return runDir{}, err
@@ -86,9 +97,28 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 	if err := os.Mkdir(d.path, 0o711); err != nil {
 		return runDir{}, err
 	}
-	if err := os.Chmod(d.path, 0o711); err != nil {
+	if err := d.writeOwner(); err != nil {
 		return d, err
 	}
+	return d, os.Chmod(d.path, 0o711)
+}
+
+// writeOwner writes the owner file whole or not at all (a run killed
+// half way through leaves a run dir without an owner, not one with a
+// garbled owner, which would be taken for another run's).
+func (d runDir) writeOwner() error {
+	tmp := filepath.Join(d.path, "owner.tmp")
+	if err := os.WriteFile(tmp, []byte(selfIdentity()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(d.path, "owner"))
+}
+
+// fill makes the overlay's upper and work dirs in the reserved run dir.
+// ws is the workspace root's stat: the upper dir's root copies its mode
+// and times, because overlay shows the upper root's attributes for the
+// merged root. With disk, they are on a tmpfs of that size.
+func (d runDir) fill(workspace string, ids idPlan, ws *unix.Stat_t, disk int64) error {
 	if disk > 0 {
 		// The run's changes live on a filesystem of their own, as big
 		// as --disk: filling it fails the run, never the host's disk.
@@ -96,22 +126,23 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 		// empty files hit the limit as well.
 		opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0711", disk, max(disk>>10, 1024))
 		if err := linux.Mount("tmpfs", d.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return d, err
+			return err
 		}
-	}
-	if err := os.WriteFile(filepath.Join(d.path, "owner"), []byte(selfIdentity()), 0o600); err != nil {
-		return d, err
+		// Over the one the tmpfs hides.
+		if err := d.writeOwner(); err != nil {
+			return err
+		}
 	}
 	for _, sub := range []string{"upper", "work"} {
 		if err := os.Mkdir(filepath.Join(d.path, sub), 0o700); err != nil {
-			return d, err
+			return err
 		}
 	}
 	uid, gid := ids.mounterOwner()
 	if err := os.Lchown(filepath.Join(d.path, "work"), uid, gid); err != nil {
-		return d, err
+		return err
 	}
-	return d, setUpperRoot(d.upper(), workspace, ids, ws)
+	return setUpperRoot(d.upper(), workspace, ids, ws)
 }
 
 // setUpperRoot gives the upper dir's root the workspace root's owner (as
@@ -230,6 +261,10 @@ const committingMarker = "committing"
 // processes that died (kill -9) before cleaning up, except those whose
 // commit the workspace's recovery must finish. It returns a note per
 // removed run.
+// abandonedAfter is how old a run dir without an owner file must be to
+// be taken for abandoned.
+const abandonedAfter = time.Minute
+
 func sweepAbandoned(stateDir string) []string {
 	runs := filepath.Join(stateDir, "runs")
 	entries, err := os.ReadDir(runs)
@@ -240,19 +275,28 @@ func sweepAbandoned(stateDir string) []string {
 	for _, e := range entries {
 		d := runDir{path: filepath.Join(runs, e.Name())}
 		owner, err := os.ReadFile(filepath.Join(d.path, "owner"))
-		if err != nil {
-			continue // being created, or not ours
-		}
-		var pid int
-		if _, err := fmt.Sscanf(string(owner), "%d", &pid); err != nil || processIdentity(pid) == string(owner) {
-			continue // its process is alive
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Being made (the owner file follows the mkdir at once),
+			// or its maker died in between.
+			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < abandonedAfter {
+				continue
+			}
+		case err != nil:
+			continue // not ours to read
+		default:
+			var pid int
+			if _, err := fmt.Sscanf(string(owner), "%d", &pid); err != nil || processIdentity(pid) == string(owner) {
+				continue // its process is alive
+			}
 		}
 		if txn, err := os.ReadFile(filepath.Join(d.path, committingMarker)); err == nil {
 			if j, err := overlay.ReadJournal(string(txn)); err == nil && j.State == overlay.StateApplying {
 				continue // the workspace's recovery needs this upper dir
 			}
 		}
-		err = errors.Join(cgroup.RemoveStale("run-"+e.Name()), d.remove())
+		cgErr := cgroup.RemoveStale("run-" + e.Name())
+		err = errors.Join(cgErr, d.removeAfter(func() error { return cgErr }))
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("could not clean up abandoned run %s: %v", e.Name(), err))
 		} else {
@@ -270,7 +314,13 @@ func (d runDir) discardUpper() error {
 // remove deletes the run directory. It refuses if anything below it is a
 // mount point in this mount namespace: removing through a mount would
 // delete what is mounted there.
-func (d runDir) remove() error {
+func (d runDir) remove() error { return d.removeAfter(nil) }
+
+// removeAfter is remove, but for the owner file (the mark by which a
+// later run cleans up what this one left): that goes with the directory
+// itself once others (the removal of the run's cgroup) has returned nil.
+// After an error the run dir stays, for a later run to try again.
+func (d runDir) removeAfter(others func() error) error {
 	if d.path == "" {
 		return nil
 	}
@@ -290,6 +340,20 @@ func (d runDir) remove() error {
 	}
 	if len(m) > 0 {
 		return fmt.Errorf("remove %s: still mounted: %s", d.path, strings.Join(m, ", "))
+	}
+	entries, err := os.ReadDir(d.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != "owner" {
+			if err := removeTree(filepath.Join(d.path, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if others != nil && others() != nil {
+		return nil // others reports its own error
 	}
 	return removeTree(d.path)
 }
