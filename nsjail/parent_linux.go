@@ -201,9 +201,10 @@ func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan) {
 // byte or without, lets the init go on.
 func (j *jail) spawn(mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
 	defer mappedW.Close()
-	// The pid comes from the first process; the init may report a
-	// failure before it. Either way the init is this process's child
-	// (CLONE_PARENT), to be waited for: its pid cannot be reused before.
+	// The init says its pid first of all; the process that forked it
+	// may report a failure before that. The init is this process's
+	// child (CLONE_PARENT), to be waited for: its pid cannot be reused
+	// before.
 	var failed *StepError
 	for {
 		m, eof, se := j.readMessage()
@@ -255,7 +256,9 @@ func (j *jail) waitSpawned() *StepError {
 		j.merged = true
 		j.res.mountNS = j.mountNS
 		j.res.steps = append(j.res.steps, initStep{Name: "pid", At: j.pidAt}, initStep{Name: "spawned", At: j.spawnAt})
-		if j.res.setupErr == nil {
+		if j.spawnErr != nil {
+			// The cause, where sending the base (to an init that
+			// is gone) failed too.
 			j.res.setupErr = j.spawnErr
 		}
 	}
@@ -475,6 +478,11 @@ func (j *jail) readMessage() (m childMessage, eof bool, se *StepError) {
 	}
 	buf := j.buf
 	n, err := j.sock.Read(buf)
+	for errors.Is(err, syscall.ECONNRESET) {
+		// The init exited with part of its program unread; what it
+		// wrote before may still be queued.
+		n, err = j.sock.Read(buf)
+	}
 	if n == 0 || errors.Is(err, io.EOF) {
 		return m, true, &StepError{Stage: "init", Message: "the jail's init exited before it could report"}
 	}

@@ -9,9 +9,10 @@ package nsjail
 //	───────────────────                        ──────────────────────────────────────
 //	spawn program + id-map pipe        ─────►  (queued)
 //	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; unshare(USER|NS|UTS|IPC|CGROUP);
-//	                                           clone(NEWPID|PARENT): pid 1 of the jail,
-//	                                   ◄─────  {"pid":N}; the first process makes the
-//	                                           network namespace, hands it to pid 1, exits
+//	                                           clone(NEWPID|PARENT): pid 1 of the jail
+//	                                   ◄─────  {"pid":N} from pid 1; the first process
+//	                                           makes the network namespace, hands it to
+//	                                           pid 1, exits
 //	write uid_map/gid_map of N,
 //	a byte on the pipe                 ─────►  pid 1 becomes the jail's root
 //	base of the program                ─────►  builds the base of the new root

@@ -552,7 +552,7 @@ static int send_fd(int sock, int fd)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m.mh, 0) == 1 ? 0 : -1;
+	return sendmsg(sock, &m.mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
 // recv_fd receives what send_fd sent: the descriptor (close-on-exec),
@@ -575,27 +575,25 @@ static int recv_fd(int sock)
 }
 
 // clone_init forks pid 1 of a new pid namespace. CLONE_PARENT makes it
-// the child of neonbox-ns, which waits for it and learns its pid from
-// this process; this process then exits. The new init goes on with the
-// program only once this process is about to report that pid: should
-// this process die first, neonbox-ns would never learn of the init, so
-// the init exits.
+// the child of neonbox-ns, which waits for it; its first act is to tell
+// neonbox-ns its pid, so that whatever happens next neonbox-ns knows its
+// child. This process then exits.
 //
-// With net, this process then makes the jail's network namespace (the
-// costliest namespace to make) while the init goes on, and sends it to
-// the init, which joins it later (JI_JOIN_NETNS).
+// With net, this process first makes the jail's network namespace (the
+// costliest namespace to make) while pid 1 goes on, and sends it to pid
+// 1, which joins it later (JI_JOIN_NETNS); if this process dies first,
+// pid 1 finds no network namespace and fails.
 static void clone_init(const struct op *op, int net)
 {
-	int go[2];
-	char b = 1;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, go) < 0)
+	int go[2] = {-1, -1};
+	if (net && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, go) < 0)
 		fail(op, errno, NULL);
-	// The init's parent will be neonbox-ns (getppid() would say 0 in
-	// the new pid namespace): keep a pidfd of it to check it is alive.
+	// pid 1's parent will be neonbox-ns (getppid() would say 0 in the
+	// new pid namespace): keep a pidfd of it to check it is alive.
 	st.parent = (int)syscall(SYS_pidfd_open, getppid(), 0);
 	if (st.parent < 0)
 		fail(op, errno, NULL);
-	// Opened now: once the init has pivoted into the jail's root (which
+	// Opened now: once pid 1 has pivoted into the jail's root (which
 	// this process shares, in the same mount namespace), /proc is the
 	// jail's, where this process has no /proc/self.
 	int nsdir = -1;
@@ -605,37 +603,34 @@ static void clone_init(const struct op *op, int net)
 	if (pid < 0)
 		fail(op, errno, NULL);
 	if (pid == 0) {
-		close(go[1]);
-		if (nsdir >= 0)
+		if (net) {
+			close(go[1]);
 			close(nsdir);
+		}
+		st.netns_from = go[0];
+		// getpid() says 1 here; the host's /proc, still mounted, says
+		// the pid neonbox-ns knows this process by.
+		char self[32], msg[64];
+		ssize_t k = readlink("/proc/self", self, sizeof(self) - 1);
+		if (k <= 0)
+			fail_at(op, "/proc/self", errno, NULL);
+		self[k] = 0;
+		char *end;
+		long host = strtol(self, &end, 10);
+		if (*end || host <= 0)
+			fail_at(op, "/proc/self", 0, "not a pid");
+		int n = snprintf(msg, sizeof(msg), "{\"pid\":%ld}", host);
+		if (!put(msg, (size_t)n))
+			_exit(1); // neonbox-ns is gone
 		// Dies with the thread of neonbox-ns that started the jail,
 		// as that thread's own child would.
 		if (set_pdeathsig(SIGKILL) < 0)
 			fail(op, errno, NULL);
-		ssize_t n;
-		while ((n = read(go[0], &b, 1)) < 0 && errno == EINTR)
-			;
-		if (n != 1)
-			_exit(1);
-		if (net)
-			st.netns_from = go[0];
-		else
-			close(go[0]);
 		return;
 	}
-	close(go[0]);
-	char msg[64];
-	int n = snprintf(msg, sizeof(msg), "{\"pid\":%d}", (int)pid);
-	// The go-ahead first: whichever of the two runs on, the init should
-	// not wait for this process to be scheduled again. (The init writes
-	// nothing to neonbox-ns before its ids are mapped, for which
-	// neonbox-ns needs the pid, unless a step fails first.)
-	if (write(go[1], &b, 1) != 1 || !put(msg, (size_t)n)) {
-		kill(pid, SIGKILL);
-		_exit(1);
-	}
 	if (net) {
-		// A failure is reported as this process's; the init, sent
+		close(go[0]);
+		// A failure is reported as this process's; pid 1, sent
 		// nothing, fails too.
 		if (unshare(CLONE_NEWNET) < 0)
 			fail_at(op, "unshare CLONE_NEWNET", errno, NULL);

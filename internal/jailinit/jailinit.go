@@ -317,10 +317,11 @@ func (p *Program) Exec() { p.add(opExec, 0, 0, 0, "execve", "") }
 func (p *Program) Unshare(flags uintptr) { p.add(opUnshare, 0, uint64(flags), 0, "unshare", "") }
 
 // CloneInit forks the jail's init proper: pid 1 of a new pid namespace,
-// a child of the parent (CLONE_PARENT), which runs the rest of the
-// program. The process that ran the program so far reports {"pid":N}
-// and exits; with newNet, it first makes a network namespace, while the
-// init goes on, for the init to join (JoinNetNS).
+// a child of the parent (CLONE_PARENT), which reports {"pid":N} (its pid
+// as the parent sees it) and runs the rest of the program. The process
+// that ran the program so far exits; with newNet, it first makes a
+// network namespace, while the init goes on, for the init to join
+// (JoinNetNS).
 func (p *Program) CloneInit(newNet bool) {
 	var a uint64
 	if newNet {

@@ -58,9 +58,9 @@ enum ji_code {
 	JI_CONTINUE,      /* receive the rest of the program and run it */
 	JI_UNSHARE,       /* unshare(a=flags) */
 	JI_CLONE_INIT,    /* fork pid 1 of a new pid namespace as the parent's child
-	                     (CLONE_PARENT); it goes on, this process reports
-	                     {"pid":N} (a != 0: then makes a network namespace
-	                     for pid 1) and exits */
+	                     (CLONE_PARENT), which reports {"pid":N} and goes on;
+	                     this process (a != 0: makes a network namespace for
+	                     pid 1 and) exits */
 	JI_AWAIT_IDMAP,   /* wait for the byte that says the id maps are written
 	                     (fd slot a), close it */
 	JI_JOIN_NETNS,    /* join the network namespace JI_CLONE_INIT made */
