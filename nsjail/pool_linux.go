@@ -181,6 +181,20 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	case <-p.ctx.Done():
 		return nil, errors.New("pool closed")
 	}
+	// Overlay took the workspace root's mode and owner when the jail
+	// was prepared, and checks permissions against them: had they
+	// changed since, the call could write where it now may not. A jail
+	// prepared now takes its place.
+	var root unix.Stat_t
+	if err := unix.Stat(p.tmpl.Workspace, &root); err == nil && (root.Mode != w.ws.Mode || root.Uid != w.ws.Uid || root.Gid != w.ws.Gid) {
+		p.discard(w)
+		fresh, err := p.prepare()
+		if err != nil {
+			<-p.slots
+			return nil, errors.Join(errors.New("prepare a jail for the changed workspace root"), err)
+		}
+		w = fresh
+	}
 	call := p.tmpl
 	call.Command, call.Env, call.HostEnv = o.Command, o.Env, o.HostEnv
 	if o.Timeout > 0 {
@@ -247,8 +261,9 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	// root must show the workspace root as it is now, or an empty call
 	// would "commit" the root's old mtime back. Any change to the
 	// root's owner, mode, xattrs or times moves its ctime. (The overlay
-	// is mounted already; it reads the upper root's attributes from
-	// the upper dir each time.)
+	// is mounted already: stat reads the upper root's attributes each
+	// time; permission checks use overlay's copy of its mode and owner,
+	// which is why a change of those made for a fresh jail above.)
 	var ws unix.Stat_t
 	err = unix.Stat(call.Workspace, &ws)
 	if err == nil && !sameInode(&ws, &w.ws) {

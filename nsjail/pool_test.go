@@ -92,3 +92,22 @@ func TestPoolJailSeesEarlierCommits(t *testing.T) {
 	assert.Equal(t, r1.ID, res.RunID)
 	assert.Equal(t, before, testutil.Snapshot(t, e.ws))
 }
+
+// A jail prepared before the workspace root was made read-only does not
+// let a call write there: overlay checks permissions against the mode
+// it took when mounted, so such a jail is replaced by a fresh one.
+func TestPoolHonoursAChangedWorkspaceRoot(t *testing.T) {
+	e := newJailEnv(t)
+	makeFixture(t, e.ws)
+	p := newPool(t, e)
+	st, err := os.Stat(e.ws)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(e.ws, 0o555))
+	defer os.Chmod(e.ws, st.Mode().Perm())
+	var out bytes.Buffer
+	r, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"sh", "-c", "touch newfile"}, Stdout: &out, Stderr: &out})
+	require.NoError(t, err)
+	assert.Equal(t, nsjail.StatusExecutionError, r.Status, "%v %s", r.Error, out.String())
+	assert.Contains(t, out.String(), "Permission denied")
+	assert.NoFileExists(t, filepath.Join(e.ws, "newfile"))
+}
