@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,10 +13,10 @@ import (
 	"github.com/neonbox/neonbox-ns/internal/testutil"
 )
 
-// A step that fails in the base of the init's program (which the init
-// builds while the parent still prepares the run) is reported as that
-// step, not as the parent's failure to reach an init that is gone.
-func TestBaseStepFailureIsReported(t *testing.T) {
+// failingBase returns the config of a jail whose base fails (a bind of a
+// missing host directory) and the path it fails on.
+func failingBase(t *testing.T) (*childConfig, idPlan, string) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireUserNS(t)
 	base := testutil.WorldTraversableTempDir(t)
@@ -25,16 +26,30 @@ func TestBaseStepFailureIsReported(t *testing.T) {
 	require.NoError(t, err)
 	rd, err := createRunDir(o.StateDir, newRunID(), o.Workspace, ids, &ws, 0)
 	require.NoError(t, err)
-	defer func() { assert.NoError(t, rd.remove()) }()
+	t.Cleanup(func() { assert.NoError(t, rd.remove()) })
 	filters, err := compileFilters(o.Policy, o.StateDir)
 	require.NoError(t, err)
 	cfg, err := jailConfig(&o, ids)
 	require.NoError(t, err)
-	mnt := cfg.RootMount
 	missing := filepath.Join(base, "no-such-dir") // never checked: not a policy's
 	cfg.Argv, cfg.Cwd, cfg.RunDir, cfg.Seccomp = o.Command, o.Workspace, rd.path, filters
 	cfg.Binds = []bind{{Path: missing, ReadOnly: true}}
+	return cfg, ids, filepath.Join(cfg.RootMount, missing)
+}
 
+func assertBindFailed(t *testing.T, se *StepError, path string) {
+	t.Helper()
+	require.NotNil(t, se)
+	assert.Equal(t, "binds", se.Stage, "%+v", se)
+	assert.Equal(t, path, se.Path)
+	assert.Equal(t, int(unix.ENOENT), se.Errno)
+}
+
+// A step that fails in the base of the init's program (which the init
+// builds while the parent still prepares the run) is reported as that
+// step, not as the parent's failure to reach an init that is gone.
+func TestBaseStepFailureIsReported(t *testing.T) {
+	cfg, ids, path := failingBase(t)
 	j, err := startJail(nil, nil, nil, false, ids, nil)
 	require.NoError(t, err)
 	require.Nil(t, j.sendBase(cfg))
@@ -42,8 +57,17 @@ func TestBaseStepFailureIsReported(t *testing.T) {
 	se := j.configure(cfg, nil)
 	j.sock.Close()
 	j.res.releaseMountNS()
-	require.NotNil(t, se)
-	assert.Equal(t, "binds", se.Stage, "%+v", se)
-	assert.Equal(t, filepath.Join(mnt, missing), se.Path)
-	assert.Equal(t, int(unix.ENOENT), se.Errno)
+	assertBindFailed(t, se, path)
+}
+
+// So it is when the parent sends the whole program at once and waits
+// for the jail.
+func TestBaseStepFailureIsReportedToAwait(t *testing.T) {
+	cfg, ids, path := failingBase(t)
+	j, err := startJail(nil, nil, nil, false, ids, nil)
+	require.NoError(t, err)
+	_ = j.configure(cfg, nil)
+	res := j.await(context.Background())
+	res.releaseMountNS()
+	assertBindFailed(t, res.setupErr, path)
 }
