@@ -196,9 +196,9 @@ func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan) {
 	j.exited <- state
 }
 
-// spawn learns the pid of the jail's init from the process that forked
-// it and maps the ids of its user namespace; closing mappedW, after a
-// byte or without, lets the init go on.
+// spawn learns the pid of the jail's init, which the init reports first
+// of all, and maps the ids of its user namespace; closing mappedW, after
+// a byte or without, lets the init go on.
 func (j *jail) spawn(mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
 	defer mappedW.Close()
 	// The init says its pid first of all; the process that forked it
