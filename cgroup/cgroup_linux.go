@@ -63,9 +63,6 @@ func Probe() *Host { return &Host{probe(defaultV2Mount)} }
 // statfs, where Probe reads and parses the host's mounts.
 func Unified() bool { return isCgroup2(defaultV2Mount) }
 
-// Version is what Detect would report.
-func (h *Host) Version() (Version, string) { return h.h.version() }
-
 // New is the package's New on what h found.
 func (h *Host) New(name string, l Limits) (*Cgroup, error) { return newAt(h.h, name, l) }
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/overlay"
 )
 
@@ -89,8 +88,7 @@ func recoverWorkspace(stateDir, workspace string) ([]string, error) {
 			case filepath.Dir(filepath.Dir(left)) == filepath.Join(stateDir, "runs"):
 				// A run dir: the run's cgroup goes first.
 				left = filepath.Dir(left)
-				cgErr := cgroup.RemoveStale("run-" + filepath.Base(left))
-				err = errors.Join(cgErr, runDir{path: left}.removeAfter(func() error { return cgErr }))
+				err = runDir{path: left}.removeAbandoned()
 			case strings.HasSuffix(left, ".undo"):
 				err = removeTree(left)
 			}

@@ -99,7 +99,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	if network {
 		flags &^= unix.CLONE_NEWNET
 	}
-	prog, err := spawnProgram(flags, ids.rootful)
+	prog, err := spawnProgram(flags, ids.setGroup)
 	if err != nil {
 		return nil, asStepError("config", err)
 	}

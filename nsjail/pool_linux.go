@@ -155,7 +155,7 @@ func (w *warmJail) teardown() error {
 	}
 	var cgErr error
 	if w.cg != nil {
-		cgErr = errors.Join(w.cg.Kill(), w.cg.Delete())
+		cgErr = w.cg.Delete() // kills what is left
 	}
 	return errors.Join(cgErr, w.rd.removeAfter(func() error { return cgErr }))
 }

@@ -1,12 +1,13 @@
 package nsjail
 
 // Runs in the parent: turns a childConfig into the program the jail's
-// init runs (internal/jailinit). The init builds the new root on a tmpfs
-// in the run dir, pivots into it, drops every privilege and execs CMD,
-// step by step as written here. Stage names in errors: "config",
-// "rootfs", "binds", "dev", "tmp", "proc", "workspace", "pivot_root",
-// "hostname", "network", "call", "cwd", "exec", "cgroup", "credentials",
-// "sync".
+// init runs (internal/jailinit). The init makes the jail's namespaces,
+// builds the new root on a tmpfs mounted on the state dir's mnt (in the
+// jail's own mount namespace), pivots into it, drops every privilege and
+// execs CMD, step by step as written here. Stage names in errors:
+// "spawn", "hostname", "config", "rootfs", "binds", "dev", "tmp", "proc",
+// "workspace", "pivot_root", "network", "call", "cwd", "exec", "cgroup",
+// "credentials", "sync".
 
 import (
 	"path/filepath"
@@ -71,8 +72,7 @@ func baseProgram(cfg *childConfig) ([]byte, error) {
 	p.Stage("config")
 	p.Mark()
 	buildBase(&p, cfg)
-	p.Stage("base")
-	p.Mark()
+	p.MarkAs("base")
 	p.Stage("config")
 	p.Continue()
 	return p.Encode()
@@ -120,8 +120,7 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	p.Chdir()
 	p.Stage("exec")
 	p.LookPath(DefaultPath)
-	p.Stage("lookpath")
-	p.Mark()
+	p.MarkAs("lookpath")
 	// Last before the credentials go, so that the init's own setup is
 	// not charged to the run: the init's thread joins the v1 cgroup and
 	// takes CMD in with it at execve.
@@ -303,16 +302,13 @@ func mountDeferredWorkspace(p *jailinit.Program, cfg *childConfig) {
 		return
 	}
 	p.Mount("overlay", cfg.Workspace, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
-	p.Stage("overlay")
-	p.Mark()
-	p.Stage("workspace")
+	p.MarkAs("overlay")
 	for _, dir := range []string{lowerDir, layersDir} {
 		p.Unmount(dir, unix.MNT_DETACH)
 		// The empty mount point stays in the read-only root: cover it.
 		p.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
 	}
-	p.Stage("layers_hidden")
-	p.Mark()
+	p.MarkAs("layers_hidden")
 }
 
 // buildDev makes a minimal /dev: a few host device nodes bound in, the
@@ -367,20 +363,25 @@ func dropBounds(p *jailinit.Program, lastCap int) {
 // cfg.UID and cfg.GID, and the seccomp filters are loaded.
 func dropPrivileges(p *jailinit.Program, cfg *childConfig) {
 	p.Stage("credentials")
-	if cfg.SetGroups {
-		p.Setgroups()
-	}
-	p.Setresgid(cfg.GID)
-	p.Setresuid(cfg.UID)
+	// Before the filters: a policy's own filter may deny prctl.
+	setIDs(p, cfg.UID, cfg.GID, cfg.SetGroups)
 	p.CapsetZero()
-	// A change of credentials clears the parent-death signal; set it
-	// again so the jail dies with neonbox-ns. Before the filters: a
-	// policy's own filter may deny prctl.
-	p.Pdeathsig(int(unix.SIGKILL))
 	p.NoNewPrivs()
 	for _, prog := range cfg.Seccomp {
 		p.Seccomp(prog)
 	}
+}
+
+// setIDs makes the init uid and gid (and, with setGroups, drops its
+// supplementary groups), then sets the parent-death signal again, which a
+// change of credentials clears, so the jail still dies with neonbox-ns.
+func setIDs(p *jailinit.Program, uid, gid uint32, setGroups bool) {
+	if setGroups {
+		p.Setgroups()
+	}
+	p.Setresgid(gid)
+	p.Setresuid(uid)
+	p.Pdeathsig(int(unix.SIGKILL))
 }
 
 // jailHostname is the jail's hostname.
@@ -399,12 +400,9 @@ func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
 	newNet := flags&unix.CLONE_NEWNET != 0
 	p.Stage("spawn")
 	p.Unshare(flags &^ unix.CLONE_NEWNET)
-	p.Stage("unshared")
-	p.Mark()
-	p.Stage("spawn")
+	p.MarkAs("unshared")
 	p.CloneInit(newNet)
-	p.Stage("cloned")
-	p.Mark()
+	p.MarkAs("cloned")
 	p.Stage("hostname")
 	p.Hostname(jailHostname)
 	p.Stage("spawn")
@@ -412,15 +410,8 @@ func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
 	// As the jail's root from here on; clears the groups the init
 	// inherited from the parent (setgroups is denied when the jail
 	// maps only one id).
-	if setGroups {
-		p.Setgroups()
-	}
-	p.Setresgid(0)
-	p.Setresuid(0)
-	// A change of credentials clears the parent-death signal.
-	p.Pdeathsig(int(unix.SIGKILL))
-	p.Stage("mapped")
-	p.Mark()
+	setIDs(&p, 0, 0, setGroups)
+	p.MarkAs("mapped")
 	p.Stage("config")
 	p.Continue()
 	return p.Encode()

@@ -257,14 +257,14 @@ func processIdentity(pid int) string {
 // dir to roll the commit back).
 const committingMarker = "committing"
 
-// sweepAbandoned removes the run dirs (and cgroups) of neonbox-ns
-// processes that died (kill -9) before cleaning up, except those whose
-// commit the workspace's recovery must finish. It returns a note per
-// removed run.
 // abandonedAfter is how old a run dir without an owner file must be to
 // be taken for abandoned.
 const abandonedAfter = time.Minute
 
+// sweepAbandoned removes the run dirs (and cgroups) of neonbox-ns
+// processes that died (kill -9) before cleaning up, except those whose
+// commit the workspace's recovery must finish. It returns a note per
+// removed run.
 func sweepAbandoned(stateDir string) []string {
 	runs := filepath.Join(stateDir, "runs")
 	entries, err := os.ReadDir(runs)
@@ -295,8 +295,7 @@ func sweepAbandoned(stateDir string) []string {
 				continue // the workspace's recovery needs this upper dir
 			}
 		}
-		cgErr := cgroup.RemoveStale("run-" + e.Name())
-		err = errors.Join(cgErr, d.removeAfter(func() error { return cgErr }))
+		err = d.removeAbandoned()
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("could not clean up abandoned run %s: %v", e.Name(), err))
 		} else {
@@ -309,6 +308,13 @@ func sweepAbandoned(stateDir string) []string {
 // discardUpper throws the run's changes away: that is the rollback.
 func (d runDir) discardUpper() error {
 	return removeTree(d.upper())
+}
+
+// removeAbandoned removes the cgroup and then the run dir of a run whose
+// neonbox-ns died.
+func (d runDir) removeAbandoned() error {
+	cgErr := cgroup.RemoveStale("run-" + filepath.Base(d.path))
+	return errors.Join(cgErr, d.removeAfter(func() error { return cgErr }))
 }
 
 // remove deletes the run directory. It refuses if anything below it is a

@@ -154,6 +154,14 @@ func (p *Program) addRaw(c code, flags uint16, a, b uint64, op, path string, arg
 // name of the current stage.
 func (p *Program) Mark() { p.add(opMark, 0, 0, 0, "", "") }
 
+// MarkAs is Mark under name, whatever the current stage.
+func (p *Program) MarkAs(name string) {
+	stage := p.stage
+	p.stage = name
+	p.Mark()
+	p.stage = stage
+}
+
 // Mount is mount(2); empty source, fstype or data are passed as NULL.
 func (p *Program) Mount(source, target, fstype string, flags uintptr, data string) {
 	p.add(opMount, 0, uint64(flags), 0, "mount "+fstype, target, source, target, fstype, data)
