@@ -50,7 +50,7 @@ func assertBindFailed(t *testing.T, se *StepError, path string) {
 // step, not as the parent's failure to reach an init that is gone.
 func TestBaseStepFailureIsReported(t *testing.T) {
 	cfg, ids, path := failingBase(t)
-	j, err := startJail(nil, nil, nil, false, ids, nil)
+	j, err := startJail(nil, nil, nil, false, ids, nil, false)
 	require.NoError(t, err)
 	require.Nil(t, j.sendBase(cfg))
 	<-j.exited // the init failed in the base and is gone
@@ -64,7 +64,7 @@ func TestBaseStepFailureIsReported(t *testing.T) {
 // for the jail.
 func TestBaseStepFailureIsReportedToAwait(t *testing.T) {
 	cfg, ids, path := failingBase(t)
-	j, err := startJail(nil, nil, nil, false, ids, nil)
+	j, err := startJail(nil, nil, nil, false, ids, nil, false)
 	require.NoError(t, err)
 	_ = j.configure(cfg, nil)
 	res := j.await(context.Background())

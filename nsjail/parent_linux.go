@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -57,14 +56,16 @@ func (r *jailResult) releaseMountNS() {
 }
 
 // jail is a started init, seen from the parent. Two processes make it:
-// cmd, the process started in the parent's namespaces, which makes the
+// first, the process started in the parent's namespaces, which makes the
 // jail's namespaces, forks the init proper (proc) and exits; and proc,
 // pid 1 of the jail, which builds it and becomes CMD.
 type jail struct {
-	cmd      *exec.Cmd
+	first    *os.Process
+	streams  *streams
 	sock     *os.File
 	cfg      *childConfig
 	inCgroup bool // started in its v2 cgroup
+	adopted  bool // prestarted; its streams come with the base of its program
 	baseSent bool // the base part of the program
 	exited   chan *os.ProcessState
 	res      *jailResult
@@ -94,11 +95,43 @@ type jail struct {
 // with a new user namespace cannot be a vfork, and copying this process's
 // page tables, then faulting on every page it writes until the child's
 // execve, cost more than anything else in starting a jail.
-func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup) (*jail, error) {
+//
+// With adopt, an init this binary started before the Go runtime
+// (jailinit.TakePrestarted) is taken instead, unless it must be born in
+// a v2 cgroup; without, it is discarded: it made its mount namespace
+// already, before anything the caller has mounted since.
+func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup, adopt bool) (*jail, error) {
+	cgFD, intoCgroup := -1, false
+	if cg != nil {
+		cgFD, intoCgroup = cg.FD()
+	}
+	s, err := openStreams(stdin, stdout, stderr)
+	if err != nil {
+		return nil, stepError("spawn", err)
+	}
+	if pre := jailinit.TakePrestarted(); pre != nil {
+		// Its program made a network namespace, which a jail with
+		// network simply does not join.
+		if adopt && !intoCgroup && pre.Rootful == ids.rootful {
+			return adoptJail(pre, s, ids), nil
+		}
+		discardPrestarted(pre)
+	}
 	flags := uintptr(unshareFlags)
 	if network {
 		flags &^= unix.CLONE_NEWNET
 	}
+	j, err := spawnJail(s, flags, ids, cgFD, intoCgroup)
+	if err != nil {
+		s.handedOver()
+		s.closeOurs()
+		return nil, err
+	}
+	return j, nil
+}
+
+// spawnJail starts a new init, in the cgroup cgFD when intoCgroup.
+func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool) (*jail, error) {
 	prog, err := spawnProgram(flags, ids.setGroup)
 	if err != nil {
 		return nil, asStepError("config", err)
@@ -127,35 +160,33 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 		return nil, stepError("spawn", err)
 	}
 
-	cmd := reexec.Command(initName)
-	cmd.Env = []string{}
-	cmd.ExtraFiles = []*os.File{childEnd}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.WaitDelay = time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// A session of its own, with no controlling terminal: the jail
-		// cannot open the caller's terminal through /dev/tty to read
-		// what the user types next or reconfigure it. (Its streams may
-		// still be that terminal; TIOCSTI is denied by seccomp.)
-		Setsid:    true,
-		Pdeathsig: syscall.SIGKILL,
+	attr := &os.ProcAttr{
+		Env:   []string{},
+		Files: []*os.File{s.files[0], s.files[1], s.files[2], childEnd},
+		Sys: &syscall.SysProcAttr{
+			// A session of its own, with no controlling terminal:
+			// the jail cannot open the caller's terminal through
+			// /dev/tty to read what the user types next or
+			// reconfigure it. (Its streams may still be that
+			// terminal; TIOCSTI is denied by seccomp.)
+			Setsid:      true,
+			Pdeathsig:   syscall.SIGKILL,
+			UseCgroupFD: intoCgroup,
+			CgroupFD:    cgFD,
+		},
 	}
-	j := &jail{cmd: cmd, sock: parentEnd, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
-	if cg != nil {
-		if fd, ok := cg.FD(); ok {
-			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-			j.inCgroup = true
-		}
-	}
-
+	j := newJail(parentEnd, s)
+	j.inCgroup = intoCgroup
 	forked, tForked := monotonic(), time.Now()
 	started := make(chan error, 1)
-	go j.supervise(started, mappedW, ids)
-	err = <-started
-	if err != nil {
+	go j.supervise(started, mappedW, ids, func() (*os.Process, error) {
+		return os.StartProcess(reexec.Self, []string{initName}, attr)
+	})
+	if err := <-started; err != nil {
 		parentEnd.Close()
 		return nil, stepError("spawn", err)
 	}
+	s.handedOver()
 	j.res = &jailResult{
 		forked: forked, clone: tForked,
 		steps: []initStep{{Name: "parent_started", At: monotonic()}},
@@ -163,19 +194,66 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	return j, nil
 }
 
+// adoptJail takes the prestarted init as the jail's. It has run its spawn
+// program and waits for its ids to be mapped; it gets its streams with
+// the base of its program (sendBase).
+func adoptJail(pre *jailinit.Prestarted, s *streams, ids idPlan) *jail {
+	j := newJail(pre.Sock, s)
+	j.adopted = true
+	adopted := monotonic()
+	// pre.At is on the monotonic clock; the start's wall time is as
+	// long before now.
+	j.res = &jailResult{
+		forked: pre.At, clone: time.Now().Add(-time.Duration(adopted - pre.At)),
+		steps: []initStep{{Name: "adopted", At: adopted}},
+	}
+	started := make(chan error, 1)
+	go j.supervise(started, pre.Mapped, ids, func() (*os.Process, error) { return os.FindProcess(pre.Pid) })
+	<-started // FindProcess does not fail for a child of this process
+	return j
+}
+
+// discardPrestarted ends a prestarted init that is not taken: without its
+// id maps, pid 1 fails and exits. Both its processes are reaped.
+func discardPrestarted(pre *jailinit.Prestarted) {
+	pre.Mapped.Close()
+	go func() {
+		defer pre.Sock.Close()
+		if first, err := os.FindProcess(pre.Pid); err == nil {
+			_, _ = first.Wait()
+		}
+		j := newJail(pre.Sock, nil)
+		for {
+			m, eof, _ := j.readMessage()
+			if eof {
+				return
+			}
+			if p, err := os.FindProcess(m.Pid); m.Pid > 0 && err == nil {
+				_, _ = p.Wait()
+			}
+		}
+	}()
+}
+
+func newJail(sock *os.File, s *streams) *jail {
+	return &jail{sock: sock, streams: s, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
+}
+
 // supervise starts the init, maps the ids of the user namespace it makes,
 // and then waits for the jail to end.
-func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan) {
+func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan, start func() (*os.Process, error)) {
 	// The parent-death signal fires when the thread that started the
 	// init exits, not the process (prctl(2)); the init proper is this
 	// thread's child too (CLONE_PARENT). Keep this goroutine on its own
 	// thread for the life of the jail.
 	runtime.LockOSThread()
-	if err := j.cmd.Start(); err != nil {
+	first, err := start()
+	if err != nil {
 		mappedW.Close()
 		started <- err
 		return
 	}
+	j.first = first
 	started <- nil
 	j.proc, j.spawnErr = j.spawn(mappedW, ids)
 	j.spawnAt = monotonic()
@@ -183,16 +261,16 @@ func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan) {
 		j.mountNS = holdMountNS(j.proc.Pid)
 	}
 	close(j.spawned)
-	var state *os.ProcessState
+	// The first process exits once it has forked pid 1 (and made the
+	// network namespace): reaped now, it is no zombie for the run.
+	state, _ := j.first.Wait()
 	if j.proc != nil {
 		state, _ = j.proc.Wait()
 	}
-	// The first process has exited by now; Wait also waits for the
-	// copying of CMD's output, if any, which ends with the jail.
-	_ = j.cmd.Wait()
-	if state == nil {
-		state = j.cmd.ProcessState
-	}
+	// The copying of CMD's output, if any, ends with the jail (even one
+	// that never got its streams).
+	j.streams.handedOver()
+	j.streams.wait(time.Second)
 	j.exited <- state
 }
 
@@ -317,16 +395,24 @@ func holdMountNS(pid int) *os.File {
 	return f
 }
 
-// sendBase sends the first part of the init's program (baseProgram),
-// which needs no descriptors: the init builds the base of the jail while
-// the caller prepares the rest. A failure is also kept for await.
+// sendBase sends the first part of the init's program (baseProgram), with
+// CMD's streams for an adopted init: the init builds the base of the jail
+// while the caller prepares the rest. A failure is also kept for await.
 func (j *jail) sendBase(cfg *childConfig) *StepError {
-	msg, err := baseProgram(cfg)
+	msg, err := baseProgram(cfg, j.adopted)
 	if err == nil {
-		err = unix.Sendmsg(int(j.sock.Fd()), msg, nil, nil, 0)
+		var rights []byte
+		if j.adopted {
+			f := j.streams.files
+			rights = unix.UnixRights(int(f[0].Fd()), int(f[1].Fd()), int(f[2].Fd()))
+		}
+		err = unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0)
 		if err != nil {
 			err = os.NewSyscallError("sendmsg", err)
 		}
+	}
+	if j.adopted {
+		j.streams.handedOver()
 	}
 	j.baseSent = true
 	if err != nil {

@@ -66,11 +66,16 @@ func tasksSlot(cfg *childConfig) int {
 // and the seccomp filters, which the parent makes while the init builds
 // the base.
 
-// baseProgram is the first part of what the init runs for cfg.
-func baseProgram(cfg *childConfig) ([]byte, error) {
+// baseProgram is the first part of what the init runs for cfg. With
+// stdio, the init first takes CMD's streams from the message's
+// descriptors (an init started before they were known).
+func baseProgram(cfg *childConfig, stdio bool) ([]byte, error) {
 	var p jailinit.Program
 	p.Stage("config")
 	p.Mark()
+	if stdio {
+		p.Stdio(0)
+	}
 	buildBase(&p, cfg)
 	p.MarkAs("base")
 	p.Stage("config")

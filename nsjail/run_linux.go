@@ -73,14 +73,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// Where the jail can be born before its cgroup exists (no unified
 	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
 	// its program), it starts first and its start overlaps with all
-	// that follows. On v2 it is cloned into the cgroup
-	// (CLONE_INTO_CGROUP), so the cgroup comes first; with --disk the
-	// run dir is a tmpfs mounted below, which a jail started before
-	// would not see.
+	// that follows; it may even have started before this process's Go
+	// runtime did (the neonbox-ns CLI's exec). On v2 it is cloned into
+	// the cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with
+	// --disk the run dir is a tmpfs mounted below, which a jail started
+	// before would not see.
 	var j *jail
 	var spawnErr error
 	if !cgroup.Unified() && o.DiskBytes == 0 {
-		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil)
+		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil, true)
 	}
 	go func() {
 		var sd side
@@ -192,7 +193,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	filters, cg := sd.filters, sd.cg
 	if j == nil {
 		// Born in its v2 cgroup, and after a --disk run dir's mount.
-		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg); err != nil {
+		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, false); err != nil {
 			r.sandboxError(asStepError("spawn", err))
 			r.RollbackPerformed = true
 			return r, nil

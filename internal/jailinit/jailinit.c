@@ -39,7 +39,6 @@
 
 #include "jailinit.h"
 
-#define SYNC_FD 3
 #define MAX_MSG (1 << 20)
 #define MAX_MARKS 32
 // Each string takes at least 5 bytes (length and NUL): a message cannot
@@ -112,7 +111,7 @@ static struct {
 static int put(const char *b, size_t n)
 {
 	ssize_t w;
-	while ((w = write(SYNC_FD, b, n)) < 0 && errno == EINTR)
+	while ((w = write(JI_SYNC_FD, b, n)) < 0 && errno == EINTR)
 		;
 	return w >= 0;
 }
@@ -261,7 +260,7 @@ static void receive(struct prog *p)
 	if (!buf)
 		fail(NULL, ENOMEM, NULL);
 	do
-		n = recvmsg(SYNC_FD, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(JI_SYNC_FD, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		fail(NULL, errno, NULL);
@@ -492,6 +491,16 @@ static const char *getenv_in(char **envp, const char *key)
 
 static void run(struct prog *p, int in_call);
 
+// take_stdio makes fds[0..2] the process's stdin, stdout and stderr.
+static void take_stdio(const struct op *op, const int *fds)
+{
+	for (int i = 0; i < 3; i++) {
+		if (dup3(fds[i], i, 0) < 0)
+			fail(op, errno, NULL);
+		close(fds[i]);
+	}
+}
+
 // await_call says the jail is prepared, then takes the call: a program
 // of JI_ARGV, JI_ENV and JI_CWD ops, with stdin, stdout and stderr.
 static void await_call(const struct op *op)
@@ -501,11 +510,7 @@ static void await_call(const struct op *op)
 	receive(&call);
 	if (call.nfds != 3)
 		fail(op, 0, "want a command and 3 descriptors");
-	for (int i = 0; i < 3; i++) {
-		if (dup3(call.fds[i], i, 0) < 0)
-			fail(op, errno, NULL);
-		close(call.fds[i]);
-	}
+	take_stdio(op, call.fds);
 	run(&call, 1);
 	if (!st.argv || !st.argv[0])
 		fail(op, 0, "the call has no command");
@@ -831,6 +836,11 @@ static void run(struct prog *p, int in_call)
 			break;
 		case JI_JOIN_NETNS:
 			join_netns(op);
+			break;
+		case JI_STDIO:
+			slot(p, op, op->a);
+			slot(p, op, op->a + 2); // and so all three
+			take_stdio(op, &p->fds[op->a]);
 			break;
 		case JI_LOOKPATH: {
 			if (!st.argv || !st.argv[0])

@@ -81,6 +81,7 @@ const (
 	opCloneInit    code = C.JI_CLONE_INIT
 	opAwaitIDMap   code = C.JI_AWAIT_IDMAP
 	opJoinNetNS    code = C.JI_JOIN_NETNS
+	opStdio        code = C.JI_STDIO
 )
 
 const (
@@ -344,3 +345,8 @@ func (p *Program) AwaitIDMap(slot int) { p.add(opAwaitIDMap, 0, uint64(slot), 0,
 
 // JoinNetNS joins the network namespace CloneInit(true) made.
 func (p *Program) JoinNetNS() { p.add(opJoinNetNS, 0, 0, 0, "setns", "") }
+
+// Stdio makes the descriptors in slots slot, slot+1 and slot+2 the
+// process's stdin, stdout and stderr (for an init that was started before
+// its streams were known: see TakePrestarted).
+func (p *Program) Stdio(slot int) { p.add(opStdio, 0, uint64(slot), 0, "dup3", "stdio") }

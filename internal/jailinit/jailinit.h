@@ -18,6 +18,7 @@
 #define JI_MAGIC "NBI1"
 #define JI_NAME "neonbox-init" /* argv[0] of a jail's init */
 #define JI_META 3 /* stage, op, path */
+#define JI_SYNC_FD 3 /* the init's end of the sync socket */
 
 enum ji_code {
 	JI_MARK = 1,      /* record the time under the op's stage name */
@@ -64,6 +65,7 @@ enum ji_code {
 	JI_AWAIT_IDMAP,   /* wait for the byte that says the id maps are written
 	                     (fd slot a), close it */
 	JI_JOIN_NETNS,    /* join the network namespace JI_CLONE_INIT made */
+	JI_STDIO,         /* take fd slots a .. a+2 as stdin, stdout, stderr */
 	JI_CODE_END
 };
 

@@ -3,6 +3,7 @@ package jailinit_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -419,4 +420,46 @@ func TestCloneInitFailsWithoutIDMaps(t *testing.T) {
 	assert.Equal(t, "spawn", r.Error.Stage)
 	assert.Contains(t, r.Error.Message, "did not map")
 	assert.Equal(t, 1, s.finish(t).ExitCode())
+}
+
+func TestStdioTakesTheStreamsThatCome(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	_, err = inW.WriteString("from stdin")
+	require.NoError(t, err)
+	inW.Close()
+
+	var p jailinit.Program
+	p.Stage("config")
+	p.Stdio(0)
+	execTail(&p, []string{"sh", "-c", "cat; echo ' to stdout'; echo ' to stderr' >&2"}, []string{"PATH=/usr/bin:/bin"}, "/")
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	parent, child := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
+	defer parent.Close()
+	require.NoError(t, unix.Sendmsg(pair[0], encode(t, &p), unix.UnixRights(int(inR.Fd()), int(outW.Fd()), int(outW.Fd())), nil, 0))
+	inR.Close()
+	outW.Close()
+	// The init's own streams are not the ones it is sent.
+	var own bytes.Buffer
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: &own, Stderr: &own, ExtraFiles: []*os.File{child}}
+	require.NoError(t, cmd.Start())
+	child.Close()
+	got, err := io.ReadAll(outR)
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait())
+	assert.Equal(t, "from stdin to stdout\n to stderr\n", string(got))
+	assert.Empty(t, own.String())
+}
+
+func TestStdioRefusesMissingDescriptors(t *testing.T) {
+	var p jailinit.Program
+	p.Stage("config")
+	p.Stdio(0)
+	execTail(&p, []string{"true"}, nil, "/")
+	e := failed(t, runInit(t, encode(t, &p)))
+	assert.Equal(t, "config", e.Stage)
+	assert.Contains(t, e.Message, "no such descriptor")
 }

@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/neonbox/neonbox-ns/cgroup"
+)
+
+// spawnSteps returns the spawn steps of a --json run's receipt.
+func spawnSteps(t *testing.T, r result) map[string]any {
+	t.Helper()
+	require.Equal(t, 0, r.code, r.stderr)
+	phases, ok := decodeReceipt(t, r.stdout)["phases"].(map[string]any)
+	require.True(t, ok, r.stdout)
+	steps, ok := phases["spawn"].(map[string]any)
+	require.True(t, ok, r.stdout)
+	return steps
+}
+
+// `neonbox-ns exec` starts its jail's init before its Go runtime, where
+// the init need not be born in its cgroup, and the run takes that init;
+// a --disk run, whose tmpfs the prestarted init's mount namespace
+// predates, starts a fresh one (and still sees its tmpfs).
+func TestExecTakesThePrestartedInit(t *testing.T) {
+	e := newEnv(t)
+	steps := spawnSteps(t, e.exec(t, "", []string{"--json"}, "true"))
+	if cgroup.Unified() {
+		assert.Contains(t, steps, "parent_started", "a unified cgroup2 host starts the init in its cgroup")
+		assert.NotContains(t, steps, "adopted")
+		return
+	}
+	assert.Contains(t, steps, "adopted")
+	assert.NotContains(t, steps, "parent_started")
+
+	r := e.exec(t, "", []string{"--json", "--disk", "16M"}, "sh", "-c", "df -k . | tail -1")
+	steps = spawnSteps(t, r)
+	assert.Contains(t, steps, "parent_started")
+	assert.NotContains(t, steps, "adopted")
+	assert.Contains(t, decodeReceipt(t, r.stdout)["stdout"], " 16384 ", "the run's tmpfs is its workspace's upper layer")
+}
+
+// A prestarted init that no run takes holds the caller's stdout and
+// stderr: it must go with neonbox-ns, or a caller that reads them to the
+// end would wait forever.
+func TestUnusedPrestartedInitGoesWithNeonboxNS(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--no-such-flag", "--", "true")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	require.False(t, errors.Is(err, exec.ErrWaitDelay), "something neonbox-ns started still holds its output")
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 2, ee.ExitCode(), out.String())
+}
+
+// A prestarted init discarded in the middle of a run (--disk) is reaped
+// at once: while CMD runs, neonbox-ns's only child is the jail's init.
+func TestDiscardedPrestartedInitIsReaped(t *testing.T) {
+	e := newEnv(t)
+	if cgroup.Unified() {
+		t.Skip("a unified cgroup2 host prestarts no init")
+	}
+	cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--disk", "16M", "--", "sleep", "30")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		// Ended as a caller would: the run is killed and cleaned up.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	var kids []int
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		kids = children(t, cmd.Process.Pid)
+		if len(kids) == 1 && comm(kids[0]) == "sleep" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("neonbox-ns's children are %v, not just the jail's sleep", kids)
+}
+
+// children lists the children of every thread of pid.
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var kids []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/children")
+		if err != nil {
+			continue // the thread has exited
+		}
+		for _, f := range strings.Fields(string(b)) {
+			k, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			kids = append(kids, k)
+		}
+	}
+	return kids
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
+}

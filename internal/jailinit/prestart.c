@@ -1,0 +1,142 @@
+// Runs in neonbox-ns itself, on the host, not in a jail: before the Go
+// runtime starts, `neonbox-ns exec` starts the jail's init, with its
+// first program (the spawn program, which package nsjail builds: see
+// prestart_program.h) already queued. The init makes the jail's
+// namespaces and forks pid 1, which reports its pid and waits for its id
+// maps, while the Go runtime starts and the command line and policy are
+// read, which take longer than all of that.
+//
+// A binary opts in by defining neonbox_prestart_cmd (the neonbox-ns CLI:
+// "exec"): the init is prestarted when argv[1] is that subcommand. Go
+// takes the init with jailinit.TakePrestarted, or discards it (a
+// prestarted init whose socket or id-map pipe closes exits, as it does
+// when this process exits: its parent-death signal is set).
+//
+// It is not prestarted on a host with a unified cgroup2 hierarchy, where
+// the init is born in its run's cgroup (CLONE_INTO_CGROUP) and so cannot
+// start before the cgroup exists.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jailinit.h"
+#include "prestart.h"
+#include "prestart_program.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+extern const char neonbox_prestart_cmd[] __attribute__((weak));
+
+static struct ji_prestarted prestarted = {.pid = -1, .sock = -1, .mapped = -1};
+
+int ji_take_prestarted(struct ji_prestarted *out)
+{
+	if (prestarted.pid <= 0)
+		return 0;
+	*out = prestarted;
+	prestarted = (struct ji_prestarted){.pid = -1, .sock = -1, .mapped = -1};
+	return 1;
+}
+
+static int wanted(int argc, char **argv)
+{
+	struct statfs fs;
+	if (!neonbox_prestart_cmd || argc < 2 || !argv[1] || strcmp(argv[1], neonbox_prestart_cmd) != 0)
+		return 0;
+	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC;
+}
+
+// The child of vfork shares this process's memory until its execve: it
+// makes only system calls, and _exits on a failure, which the parent sees
+// as an init that exited before it said its pid.
+static void exec_init(int sock, pid_t parent)
+{
+	static char *const argv[] = {JI_NAME, NULL};
+	static char *const envp[] = {NULL};
+	// A session of its own: the jail cannot reach the caller's
+	// terminal through /dev/tty (as os/exec's Setsid for a fresh init).
+	if (setsid() < 0)
+		_exit(127);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		_exit(127);
+	if (sock == JI_SYNC_FD) {
+		if (fcntl(sock, F_SETFD, 0) < 0)
+			_exit(127);
+	} else if (dup3(sock, JI_SYNC_FD, 0) < 0) {
+		_exit(127);
+	}
+	execve("/proc/self/exe", argv, envp);
+	_exit(127);
+}
+
+// queue sends the spawn program, with the read end of the pipe on which
+// the init learns that its ids are mapped, for the init to read first.
+static int queue(int sock, int mapped, int rootful)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {
+		.iov_base = (void *)(rootful ? ji_spawn_rootful : ji_spawn_rootless),
+		.iov_len = rootful ? sizeof(ji_spawn_rootful) : sizeof(ji_spawn_rootless),
+	};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &mapped, sizeof(int));
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+// glibc passes argc, argv and envp to constructors.
+__attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (!wanted(argc, argv))
+		return;
+	int pair[2], mapped[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+		return;
+	if (pipe2(mapped, O_CLOEXEC) < 0) {
+		close(pair[0]);
+		close(pair[1]);
+		return;
+	}
+	int rootful = geteuid() == 0;
+	pid_t self = getpid(), pid = -1;
+	struct timespec ts = {0};
+	// With stdin, stdout or stderr closed, the socket would take its
+	// number, and the init's stream would be the socket.
+	if (pair[0] > 2 && pair[1] > 2 && queue(pair[0], mapped[0], rootful) == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		pid = vfork();
+		if (pid == 0)
+			exec_init(pair[1], self);
+	}
+	close(pair[1]);
+	close(mapped[0]);
+	if (pid < 0) {
+		close(pair[0]);
+		close(mapped[1]);
+		return;
+	}
+	prestarted = (struct ji_prestarted){
+		.pid = pid,
+		.sock = pair[0],
+		.mapped = mapped[1],
+		.rootful = rootful,
+		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+	};
+}

@@ -1,0 +1,38 @@
+package jailinit
+
+/*
+#include "prestart.h"
+*/
+import "C"
+
+import "os"
+
+// Prestarted is a jail's init that the binary started before the Go
+// runtime (prestart.c), with the spawn program for a jail with its own
+// network namespace, for neonbox-ns run as root (Rootful) or not. Its
+// first process is a child of this process; pid 1 reports its pid on
+// Sock and waits for a byte on Mapped. Its streams are this process's.
+type Prestarted struct {
+	Pid     int
+	Sock    *os.File
+	Mapped  *os.File
+	Rootful bool
+	At      int64 // CLOCK_MONOTONIC just before it was started, in ns
+}
+
+// TakePrestarted returns the prestarted init, once. It is nil in a binary
+// that does not ask for one (see prestart.c), after the first call, and
+// where none could be started.
+func TakePrestarted() *Prestarted {
+	var p C.struct_ji_prestarted
+	if C.ji_take_prestarted(&p) == 0 {
+		return nil
+	}
+	return &Prestarted{
+		Pid:     int(p.pid),
+		Sock:    os.NewFile(uintptr(p.sock), "neonbox-sync"),
+		Mapped:  os.NewFile(uintptr(p.mapped), "neonbox-idmap"),
+		Rootful: p.rootful != 0,
+		At:      int64(p.at),
+	}
+}

@@ -1,0 +1,131 @@
+package nsjail
+
+// Runs in the parent: CMD's standard streams as descriptors for the
+// jail's init.
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+)
+
+// streams are CMD's stdin, stdout and stderr as the init gets them, made
+// as os/exec makes them: a *os.File is passed as itself, nil as
+// /dev/null, and any other reader or writer through a pipe that a
+// goroutine of this process copies.
+type streams struct {
+	files  [3]*os.File // for the init
+	passed []*os.File  // of files, the ones this process made: closed once the init has them
+	ours   []*os.File  // this process's ends of the pipes
+	copied chan error  // one value per copying goroutine
+	copies int
+}
+
+func openStreams(stdin io.Reader, stdout, stderr io.Writer) (*streams, error) {
+	s := &streams{copied: make(chan error, 3)}
+	var err error
+	if s.files[0], err = s.input(stdin); err == nil {
+		if s.files[1], err = s.output(stdout); err == nil {
+			s.files[2], err = s.output(stderr)
+		}
+	}
+	if err != nil {
+		s.handedOver()
+		s.closeOurs()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *streams) input(r io.Reader) (*os.File, error) {
+	if f, ok := r.(*os.File); ok {
+		return f, nil
+	}
+	if r == nil {
+		return s.devNull(os.O_RDONLY)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.passed, s.ours = append(s.passed, pr), append(s.ours, pw)
+	s.copies++
+	go func() {
+		_, err := io.Copy(pw, r)
+		// CMD need not read all its input.
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, fs.ErrClosed) {
+			err = nil
+		}
+		if cerr := pw.Close(); err == nil && !errors.Is(cerr, fs.ErrClosed) {
+			err = cerr
+		}
+		s.copied <- err
+	}()
+	return pr, nil
+}
+
+func (s *streams) output(w io.Writer) (*os.File, error) {
+	if f, ok := w.(*os.File); ok {
+		return f, nil
+	}
+	if w == nil {
+		return s.devNull(os.O_WRONLY)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.passed, s.ours = append(s.passed, pw), append(s.ours, pr)
+	s.copies++
+	go func() {
+		_, err := io.Copy(w, pr)
+		pr.Close()
+		s.copied <- err
+	}()
+	return pw, nil
+}
+
+func (s *streams) devNull(flag int) (*os.File, error) {
+	f, err := os.OpenFile(os.DevNull, flag, 0)
+	if err == nil {
+		s.passed = append(s.passed, f)
+	}
+	return f, err
+}
+
+// handedOver closes this process's copies of the descriptors the init now
+// has: the jail's end of a pipe is then held by the jail alone, and the
+// copy ends when the jail does.
+func (s *streams) handedOver() {
+	for _, f := range s.passed {
+		f.Close()
+	}
+	s.passed = nil
+}
+
+// wait waits for the copying to end, once the jail has. After delay it
+// stops waiting and closes the pipes (a descriptor of the jail's may have
+// outlived it, or stdin may never end).
+func (s *streams) wait(delay time.Duration) {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for ; s.copies > 0; s.copies-- {
+		select {
+		case <-s.copied:
+		case <-timer.C:
+			s.closeOurs()
+			return
+		}
+	}
+	s.closeOurs()
+}
+
+func (s *streams) closeOurs() {
+	for _, f := range s.ours {
+		f.Close()
+	}
+	s.ours = nil
+}
