@@ -43,18 +43,29 @@ type idPlan struct {
 // As another user: the jail maps only its root to the caller, who must
 // own the workspace; no idmapped mount is needed (or allowed).
 func planIDs(wsUID, wsGID uint32) (idPlan, error) {
+	p := hostIDs()
+	if !p.rootful {
+		return p, nil
+	}
+	if wsUID >= jailIDCount || wsGID >= jailIDCount {
+		return idPlan{}, invalidf("workspace owner %d:%d is outside the jail's id range 0-%d", wsUID, wsGID, jailIDCount-1)
+	}
+	p.jailUID, p.jailGID = wsUID, wsGID
+	return p, nil
+}
+
+// hostIDs is the mapping of the jail's ids onto the host's, which
+// depends only on who runs neonbox-ns (see planIDs).
+func hostIDs() idPlan {
 	if os.Geteuid() != 0 {
 		uid, gid := os.Geteuid(), os.Getegid()
 		return idPlan{
 			uidMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
 			gidMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-		}, nil
-	}
-	if wsUID >= jailIDCount || wsGID >= jailIDCount {
-		return idPlan{}, invalidf("workspace owner %d:%d is outside the jail's id range 0-%d", wsUID, wsGID, jailIDCount-1)
+		}
 	}
 	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: jailIDCount}}
-	return idPlan{rootful: true, uidMap: m, gidMap: m, jailUID: wsUID, jailGID: wsGID, setGroup: true}, nil
+	return idPlan{rootful: true, uidMap: m, gidMap: m, setGroup: true}
 }
 
 // commitIDs translates upper-dir owners back to workspace owners.

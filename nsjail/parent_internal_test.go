@@ -53,7 +53,7 @@ func TestBaseStepFailureIsReported(t *testing.T) {
 	j, err := startJail(nil, nil, nil, false, ids, nil, false)
 	require.NoError(t, err)
 	require.Nil(t, j.sendBase(cfg))
-	<-j.exited // the init failed in the base and is gone
+	j.ended() // the init failed in the base and is gone
 	se := j.configure(cfg, nil)
 	j.sock.Close()
 	j.res.releaseMountNS()

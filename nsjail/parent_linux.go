@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,6 +67,7 @@ type jail struct {
 	cfg      *childConfig
 	inCgroup bool // started in its v2 cgroup
 	adopted  bool // prestarted; its streams come with the base of its program
+	rootful  bool // its ids are mapped for neonbox-ns run as root
 	baseSent bool // the base part of the program
 	exited   chan *os.ProcessState
 	res      *jailResult
@@ -109,13 +111,14 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	if err != nil {
 		return nil, stepError("spawn", err)
 	}
-	if pre := jailinit.TakePrestarted(); pre != nil {
+	if j := takePrestarted(); j != nil {
 		// Its program made a network namespace, which a jail with
 		// network simply does not join.
-		if adopt && !intoCgroup && pre.Rootful == ids.rootful {
-			return adoptJail(pre, s, ids), nil
+		if adopt && !intoCgroup && j.rootful == ids.rootful {
+			j.streams = s
+			return j, nil
 		}
-		discardPrestarted(pre)
+		go j.kill()
 	}
 	flags := uintptr(unshareFlags)
 	if network {
@@ -176,12 +179,23 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		},
 	}
 	j := newJail(parentEnd, s)
-	j.inCgroup = intoCgroup
+	j.inCgroup, j.rootful = intoCgroup, ids.rootful
 	forked, tForked := monotonic(), time.Now()
 	started := make(chan error, 1)
-	go j.supervise(started, mappedW, ids, func() (*os.Process, error) {
-		return os.StartProcess(reexec.Self, []string{initName}, attr)
-	})
+	go func() {
+		// The parent-death signal fires when the thread that started
+		// the init exits, not the process (prctl(2)); the init proper
+		// is this thread's child too (CLONE_PARENT). Keep this
+		// goroutine on its own thread for the life of the jail.
+		runtime.LockOSThread()
+		first, err := os.StartProcess(reexec.Self, []string{initName}, attr)
+		started <- err
+		if err != nil {
+			mappedW.Close()
+			return
+		}
+		j.supervise(first, mappedW, ids)
+	}()
 	if err := <-started; err != nil {
 		parentEnd.Close()
 		return nil, stepError("spawn", err)
@@ -194,12 +208,62 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 	return j, nil
 }
 
-// adoptJail takes the prestarted init as the jail's. It has run its spawn
-// program and waits for its ids to be mapped; it gets its streams with
-// the base of its program (sendBase).
-func adoptJail(pre *jailinit.Prestarted, s *streams, ids idPlan) *jail {
-	j := newJail(pre.Sock, s)
-	j.adopted = true
+// prestarted is the init this binary started before its Go runtime, once
+// AdoptPrestarted has taken it.
+var prestarted struct {
+	sync.Mutex
+	j     *jail
+	probe chan *cgroup.Host
+}
+
+// AdoptPrestarted takes the jail's init that this binary started before
+// its Go runtime (the neonbox-ns CLI's exec: see internal/jailinit), maps
+// its ids and keeps it for the next Run; and probes the host's cgroups
+// for that Run. Called first thing in main, all this overlaps with the
+// reading of the command line and policy. Without a prestarted init it
+// does nothing; Run takes one even if this was not called.
+func AdoptPrestarted() {
+	prestarted.Lock()
+	defer prestarted.Unlock()
+	pre := jailinit.TakePrestarted()
+	if pre == nil {
+		return
+	}
+	probe := make(chan *cgroup.Host, 1)
+	go func() { probe <- cgroup.Probe() }()
+	prestarted.probe = probe
+	prestarted.j = adoptJail(pre)
+}
+
+// takePrestarted returns the adopted prestarted init, once, or nil.
+func takePrestarted() *jail {
+	AdoptPrestarted()
+	prestarted.Lock()
+	defer prestarted.Unlock()
+	j := prestarted.j
+	prestarted.j = nil
+	return j
+}
+
+// probeCgroups is cgroup.Probe, or what AdoptPrestarted probed, once.
+func probeCgroups() *cgroup.Host {
+	prestarted.Lock()
+	probe := prestarted.probe
+	prestarted.probe = nil
+	prestarted.Unlock()
+	if probe != nil {
+		return <-probe
+	}
+	return cgroup.Probe()
+}
+
+// adoptJail takes the prestarted init as a jail's. It has run its spawn
+// program and waits for its ids to be mapped, which supervise does for
+// neonbox-ns's user; it gets its streams with the base of its program
+// (sendBase).
+func adoptJail(pre *jailinit.Prestarted) *jail {
+	j := newJail(pre.Sock, nil)
+	j.adopted, j.rootful = true, pre.Rootful
 	adopted := monotonic()
 	// pre.At is on the monotonic clock; the start's wall time is as
 	// long before now.
@@ -207,54 +271,23 @@ func adoptJail(pre *jailinit.Prestarted, s *streams, ids idPlan) *jail {
 		forked: pre.At, clone: time.Now().Add(-time.Duration(adopted - pre.At)),
 		steps: []initStep{{Name: "adopted", At: adopted}},
 	}
-	started := make(chan error, 1)
-	go j.supervise(started, pre.Mapped, ids, func() (*os.Process, error) { return os.FindProcess(pre.Pid) })
-	<-started // FindProcess does not fail for a child of this process
+	// The init and its first process are children of the thread that
+	// ran the C constructor, the main thread, which lives as long as
+	// this process.
+	first, _ := os.FindProcess(pre.Pid) // does not fail on Linux
+	go j.supervise(first, pre.Mapped, hostIDs())
 	return j
-}
-
-// discardPrestarted ends a prestarted init that is not taken: without its
-// id maps, pid 1 fails and exits. Both its processes are reaped.
-func discardPrestarted(pre *jailinit.Prestarted) {
-	pre.Mapped.Close()
-	go func() {
-		defer pre.Sock.Close()
-		if first, err := os.FindProcess(pre.Pid); err == nil {
-			_, _ = first.Wait()
-		}
-		j := newJail(pre.Sock, nil)
-		for {
-			m, eof, _ := j.readMessage()
-			if eof {
-				return
-			}
-			if p, err := os.FindProcess(m.Pid); m.Pid > 0 && err == nil {
-				_, _ = p.Wait()
-			}
-		}
-	}()
 }
 
 func newJail(sock *os.File, s *streams) *jail {
 	return &jail{sock: sock, streams: s, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
 }
 
-// supervise starts the init, maps the ids of the user namespace it makes,
-// and then waits for the jail to end.
-func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan, start func() (*os.Process, error)) {
-	// The parent-death signal fires when the thread that started the
-	// init exits, not the process (prctl(2)); the init proper is this
-	// thread's child too (CLONE_PARENT). Keep this goroutine on its own
-	// thread for the life of the jail.
-	runtime.LockOSThread()
-	first, err := start()
-	if err != nil {
-		mappedW.Close()
-		started <- err
-		return
-	}
+// supervise maps the ids of the user namespace the init makes, and then
+// waits for the jail to end. first is the process started in this
+// process's namespaces.
+func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan) {
 	j.first = first
-	started <- nil
 	j.proc, j.spawnErr = j.spawn(mappedW, ids)
 	j.spawnAt = monotonic()
 	if j.proc != nil {
@@ -267,10 +300,6 @@ func (j *jail) supervise(started chan<- error, mappedW *os.File, ids idPlan, sta
 	if j.proc != nil {
 		state, _ = j.proc.Wait()
 	}
-	// The copying of CMD's output, if any, ends with the jail (even one
-	// that never got its streams).
-	j.streams.handedOver()
-	j.streams.wait(time.Second)
 	j.exited <- state
 }
 
@@ -482,8 +511,19 @@ func (j *jail) mark(name string) {
 func (j *jail) kill() {
 	j.waitSpawned()
 	j.killInit()
-	<-j.exited
+	j.ended()
 	j.sock.Close()
+}
+
+// ended waits for the jail's end and for the copying of CMD's output, if
+// any, which ends with it (even for a jail that never got its streams).
+func (j *jail) ended() *os.ProcessState {
+	state := <-j.exited
+	if j.streams != nil {
+		j.streams.handedOver()
+		j.streams.wait(time.Second)
+	}
+	return state
 }
 
 // killInit kills the jail's init, once it is known. (The process that
@@ -522,7 +562,7 @@ func (j *jail) await(ctx context.Context) *jailResult {
 	} else {
 		res.execStart = time.Now()
 	}
-	res.state = <-j.exited
+	res.state = j.ended()
 	res.exitTime = time.Now()
 	select {
 	case res.cause = <-killedBy:

@@ -70,19 +70,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return made
 	}
 
-	// Where the jail can be born before its cgroup exists (no unified
-	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
-	// its program), it starts first and its start overlaps with all
-	// that follows; it may even have started before this process's Go
-	// runtime did (the neonbox-ns CLI's exec). On v2 it is cloned into
-	// the cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with
-	// --disk the run dir is a tmpfs mounted below, which a jail started
-	// before would not see.
-	var j *jail
-	var spawnErr error
-	if !cgroup.Unified() && o.DiskBytes == 0 {
-		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil, true)
-	}
 	go func() {
 		var sd side
 		var err error
@@ -92,11 +79,25 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			sd.se = stepError("state", err)
 		} else if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
 			sd.se = stepError("seccomp", err)
-		} else if sd.cg, sd.ci, err = newCgroup(&o, log, cgroup.Probe(), id); err != nil {
+		} else if sd.cg, sd.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
 			sd.se = stepError("cgroup", err)
 		}
 		sideDone <- sd
 	}()
+
+	// Where the jail can be born before its cgroup exists (no unified
+	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
+	// its program), it starts now and its start overlaps with all that
+	// follows; it may even have started before this process's Go
+	// runtime did (the neonbox-ns CLI's exec). On v2 it is cloned into
+	// the cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with
+	// --disk the run dir is a tmpfs mounted below, which a jail started
+	// before would not see.
+	var j *jail
+	var spawnErr error
+	if !cgroup.Unified() && o.DiskBytes == 0 {
+		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil, true)
+	}
 
 	r := &Receipt{
 		ID:          id,

@@ -36,6 +36,9 @@ func main() {
 	if reexec.Init() {
 		return
 	}
+	// The jail's init of exec is already running (prestart.go): its
+	// ids are mapped while the command line is read.
+	nsjail.AdoptPrestarted()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
