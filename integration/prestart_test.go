@@ -117,3 +117,44 @@ func comm(pid int) string {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	return strings.TrimSpace(string(b))
 }
+
+// A signal to neonbox-ns cancels the run: the jail is killed, its
+// changes are rolled back and its run dir is removed.
+func TestSignalCancelsTheRun(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			e := newEnv(t)
+			cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--json", "--",
+				"sh", "-c", "echo changed > f; exec sleep 30")
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			require.NoError(t, cmd.Start())
+			deadline := time.Now().Add(20 * time.Second)
+			for !hasChild(t, cmd.Process.Pid, "sleep") {
+				require.True(t, time.Now().Before(deadline), "the jail's sleep never started")
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.NoError(t, cmd.Process.Signal(sig))
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, 130, ee.ExitCode())
+			r := decodeReceipt(t, out.String())
+			assert.Equal(t, "CANCELED", r["status"])
+			assert.Equal(t, true, r["rollback_performed"])
+			assert.NoFileExists(t, e.ws+"/f")
+			runs, err := os.ReadDir(e.state + "/runs")
+			require.NoError(t, err)
+			assert.Empty(t, runs)
+		})
+	}
+}
+
+func hasChild(t *testing.T, pid int, name string) bool {
+	for _, k := range children(t, pid) {
+		if comm(k) == name {
+			return true
+		}
+	}
+	return false
+}
