@@ -3,7 +3,6 @@ package nsjail
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"sync"
 	"time"
@@ -273,7 +272,12 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 		return fail("state", err)
 	}
 
-	streams, err := newCallStdio(&call)
+	var stdout, stderr *boundedBuffer
+	if call.CaptureOutput {
+		stdout, stderr = &boundedBuffer{limit: call.OutputLimit}, &boundedBuffer{limit: call.OutputLimit}
+		call.Stdout, call.Stderr = stdout, stderr
+	}
+	streams, err := openStreams(call.Stdin, call.Stdout, call.Stderr)
 	if err != nil {
 		return fail("stdio", err)
 	}
@@ -285,15 +289,13 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	tSpawn := time.Now()
 	r.Phases.PrepareMS = ms(tSpawn.Sub(t0))
-	if err := w.j.sendCall(call.Command, env, call.Cwd, streams.child); err != nil {
+	if err := w.j.sendCall(call.Command, env, call.Cwd, streams); err != nil {
 		w.j.res.setupErr = stepError("call", err)
 	}
-	streams.closeChildEnds()
-	res := w.j.await(runCtx)
-	streams.wait()
-	if streams.stdout != nil {
-		r.Stdout, r.StdoutTruncated = streams.stdout.result()
-		r.Stderr, r.StderrTruncated = streams.stderr.result()
+	res := w.j.await(runCtx) // and the copying of the call's output
+	if stdout != nil {
+		r.Stdout, r.StdoutTruncated = stdout.result()
+		r.Stderr, r.StderrTruncated = stderr.result()
 	}
 	r.classify(res)
 	if !res.execStart.IsZero() {
@@ -361,102 +363,20 @@ func (p *Pool) Close() error {
 	}
 }
 
-// sendCall hands a prepared jail its command and stdio.
-func (j *jail) sendCall(argv, env []string, cwd string, fds [3]*os.File) error {
+// sendCall hands a prepared jail its command and streams, which become
+// the jail's (await waits for their copying).
+func (j *jail) sendCall(argv, env []string, cwd string, s *streams) error {
+	j.streams = s
+	defer s.handedOver()
 	msg, err := callProgram(argv, env, cwd)
 	if err != nil {
 		return err
 	}
-	rights := unix.UnixRights(int(fds[0].Fd()), int(fds[1].Fd()), int(fds[2].Fd()))
+	f := s.files
+	rights := unix.UnixRights(int(f[0].Fd()), int(f[1].Fd()), int(f[2].Fd()))
 	j.mark("call_sent")
 	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
 		return os.NewSyscallError("sendmsg", err)
 	}
 	return nil
 }
-
-// callStdio connects a call's streams to the jail: files are passed as
-// they are, anything else through a pipe copied by a goroutine.
-type callStdio struct {
-	child          [3]*os.File
-	owned          []*os.File // child ends we opened and close after sending
-	copies         sync.WaitGroup
-	stdout, stderr *boundedBuffer
-}
-
-func newCallStdio(o *Options) (*callStdio, error) {
-	s := &callStdio{}
-	if o.CaptureOutput {
-		s.stdout, s.stderr = &boundedBuffer{limit: o.OutputLimit}, &boundedBuffer{limit: o.OutputLimit}
-		o.Stdout, o.Stderr = s.stdout, s.stderr
-	}
-	in, err := s.input(o.Stdin)
-	if err != nil {
-		return nil, err
-	}
-	s.child[0] = in
-	for i, w := range []io.Writer{o.Stdout, o.Stderr} {
-		if i == 1 && o.Stderr == o.Stdout {
-			// One writer for both, as os/exec does: one pipe, so that
-			// the two streams are not copied into it concurrently.
-			s.child[2] = s.child[1]
-			break
-		}
-		f, err := s.output(w)
-		if err != nil {
-			s.closeChildEnds()
-			return nil, err
-		}
-		s.child[i+1] = f
-	}
-	return s, nil
-}
-
-func (s *callStdio) input(r io.Reader) (*os.File, error) {
-	if f, ok := r.(*os.File); ok && f != nil {
-		return f, nil
-	}
-	if r == nil {
-		f, err := os.Open(os.DevNull)
-		s.owned = append(s.owned, f)
-		return f, err
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	s.owned = append(s.owned, pr)
-	go func() { _, _ = io.Copy(pw, r); pw.Close() }()
-	return pr, nil
-}
-
-func (s *callStdio) output(w io.Writer) (*os.File, error) {
-	if f, ok := w.(*os.File); ok && f != nil {
-		return f, nil
-	}
-	if w == nil {
-		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-		s.owned = append(s.owned, f)
-		return f, err
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	s.owned = append(s.owned, pw)
-	s.copies.Add(1)
-	go func() { defer s.copies.Done(); _, _ = io.Copy(w, pr); pr.Close() }()
-	return pw, nil
-}
-
-func (s *callStdio) closeChildEnds() {
-	for _, f := range s.owned {
-		if f != nil {
-			f.Close()
-		}
-	}
-	s.owned = nil
-}
-
-// wait waits until the jail's output has been read to the end.
-func (s *callStdio) wait() { s.copies.Wait() }

@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-// streams are CMD's stdin, stdout and stderr as the init gets them, made
-// as os/exec makes them: a *os.File is passed as itself, nil as
-// /dev/null, and any other reader or writer through a pipe that a
-// goroutine of this process copies.
+// streams are CMD's stdin, stdout and stderr as the init (or a Pool's
+// call) gets them, made as os/exec makes them: a *os.File is passed as
+// itself, nil as /dev/null, and any other reader or writer through a
+// pipe that a goroutine of this process copies; one writer given for
+// both stdout and stderr gets one pipe, so that it is never written
+// from two goroutines at once.
 type streams struct {
 	files  [3]*os.File // for the init
 	passed []*os.File  // of files, the ones this process made: closed once the init has them
@@ -29,7 +31,11 @@ func openStreams(stdin io.Reader, stdout, stderr io.Writer) (*streams, error) {
 	var err error
 	if s.files[0], err = s.input(stdin); err == nil {
 		if s.files[1], err = s.output(stdout); err == nil {
-			s.files[2], err = s.output(stderr)
+			if sameWriter(stdout, stderr) {
+				s.files[2] = s.files[1]
+			} else {
+				s.files[2], err = s.output(stderr)
+			}
 		}
 	}
 	if err != nil {
@@ -40,11 +46,17 @@ func openStreams(stdin io.Reader, stdout, stderr io.Writer) (*streams, error) {
 	return s, nil
 }
 
+// sameWriter is a == b, false where the writers cannot be compared.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() { _ = recover() }()
+	return a == b
+}
+
 func (s *streams) input(r io.Reader) (*os.File, error) {
-	if f, ok := r.(*os.File); ok {
+	if f, ok := r.(*os.File); ok && f != nil {
 		return f, nil
 	}
-	if r == nil {
+	if f, ok := r.(*os.File); r == nil || ok && f == nil {
 		return s.devNull(os.O_RDONLY)
 	}
 	pr, pw, err := os.Pipe()
@@ -68,10 +80,10 @@ func (s *streams) input(r io.Reader) (*os.File, error) {
 }
 
 func (s *streams) output(w io.Writer) (*os.File, error) {
-	if f, ok := w.(*os.File); ok {
+	if f, ok := w.(*os.File); ok && f != nil {
 		return f, nil
 	}
-	if w == nil {
+	if f, ok := w.(*os.File); w == nil || ok && f == nil {
 		return s.devNull(os.O_WRONLY)
 	}
 	pr, pw, err := os.Pipe()
