@@ -31,7 +31,9 @@ func spawnSteps(t *testing.T, r result) map[string]any {
 // `neonbox-ns exec` starts its jail's init before its Go runtime, where
 // the init need not be born in its cgroup, and the run takes that init;
 // a --disk run, whose tmpfs the prestarted init's mount namespace
-// predates, starts a fresh one (and still sees its tmpfs).
+// predates, starts a fresh one (and still sees its tmpfs), and so does a
+// run with network (the prestarted init made a network namespace; the
+// jail has the host's).
 func TestExecTakesThePrestartedInit(t *testing.T) {
 	e := newEnv(t)
 	steps := spawnSteps(t, e.exec(t, "", []string{"--json"}, "true"))
@@ -48,6 +50,15 @@ func TestExecTakesThePrestartedInit(t *testing.T) {
 	assert.Contains(t, steps, "parent_started")
 	assert.NotContains(t, steps, "adopted")
 	assert.Contains(t, decodeReceipt(t, r.stdout)["stdout"], " 16384 ", "the run's tmpfs is its workspace's upper layer")
+
+	host, err := os.ReadFile("/proc/net/dev")
+	require.NoError(t, err)
+	r = e.exec(t, "", []string{"--json", "--allow", "network"}, "cat", "/proc/net/dev")
+	steps = spawnSteps(t, r)
+	assert.Contains(t, steps, "parent_started")
+	assert.NotContains(t, steps, "adopted")
+	assert.Equal(t, strings.Count(string(host), "\n"), strings.Count(decodeReceipt(t, r.stdout)["stdout"].(string), "\n"),
+		"the jail with network sees the host's interfaces")
 }
 
 // A prestarted init that no run takes holds the caller's stdout and
@@ -55,6 +66,9 @@ func TestExecTakesThePrestartedInit(t *testing.T) {
 // end would wait forever.
 func TestUnusedPrestartedInitGoesWithNeonboxNS(t *testing.T) {
 	e := newEnv(t)
+	if cgroup.Unified() {
+		t.Skip("a unified cgroup2 host prestarts no init")
+	}
 	cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--no-such-flag", "--", "true")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -12,8 +12,9 @@ import (
 
 // TestExecUnderTheRaceDetector runs neonbox-ns built with -race through
 // the paths where its goroutines meet: a prestarted init taken, one
-// discarded (--disk), output captured and passed through, stdin, a
-// failure and a timeout.
+// discarded (--disk, network), output captured and passed through, a
+// failure and a timeout. (Its stdin is a file here; nsjail's tests cover
+// readers.)
 func TestExecUnderTheRaceDetector(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds neonbox-ns with -race")

@@ -99,9 +99,11 @@ type jail struct {
 // execve, cost more than anything else in starting a jail.
 //
 // With adopt, an init this binary started before the Go runtime
-// (jailinit.TakePrestarted) is taken instead, unless it must be born in
-// a v2 cgroup; without, it is discarded: it made its mount namespace
-// already, before anything the caller has mounted since.
+// (AdoptPrestarted) is taken instead. It is discarded, and a new one
+// started, without adopt (it made its mount namespace before anything
+// the caller has mounted since), for a jail with network (it made a
+// network namespace, which may fail where a jail with network would
+// not), one born in a v2 cgroup, or when it failed to start.
 func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup, adopt bool) (*jail, error) {
 	cgFD, intoCgroup := -1, false
 	if cg != nil {
@@ -112,9 +114,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 		return nil, stepError("spawn", err)
 	}
 	if j := takePrestarted(); j != nil {
-		// Its program made a network namespace, which a jail with
-		// network simply does not join.
-		if adopt && !intoCgroup && j.rootful == ids.rootful {
+		if adopt && !network && !intoCgroup && j.rootful == ids.rootful && !j.failedToSpawn() {
 			j.streams = s
 			return j, nil
 		}
@@ -222,27 +222,42 @@ var prestarted struct {
 // for that Run. Called first thing in main, all this overlaps with the
 // reading of the command line and policy. Without a prestarted init it
 // does nothing; Run takes one even if this was not called.
-func AdoptPrestarted() {
+func AdoptPrestarted() { adoptPrestarted(true) }
+
+func adoptPrestarted(probe bool) {
 	prestarted.Lock()
 	defer prestarted.Unlock()
 	pre := jailinit.TakePrestarted()
 	if pre == nil {
 		return
 	}
-	probe := make(chan *cgroup.Host, 1)
-	go func() { probe <- cgroup.Probe() }()
-	prestarted.probe = probe
+	if probe {
+		c := make(chan *cgroup.Host, 1)
+		go func() { c <- cgroup.Probe() }()
+		prestarted.probe = c
+	}
 	prestarted.j = adoptJail(pre)
 }
 
 // takePrestarted returns the adopted prestarted init, once, or nil.
 func takePrestarted() *jail {
-	AdoptPrestarted()
+	adoptPrestarted(false)
 	prestarted.Lock()
 	defer prestarted.Unlock()
 	j := prestarted.j
 	prestarted.j = nil
 	return j
+}
+
+// failedToSpawn reports whether the jail is known to have failed before
+// its init said its pid (a prestarted init whose execve failed, say).
+func (j *jail) failedToSpawn() bool {
+	select {
+	case <-j.spawned:
+		return j.proc == nil
+	default:
+		return false
+	}
 }
 
 // probeCgroups is cgroup.Probe, or what AdoptPrestarted probed, once.

@@ -547,20 +547,25 @@ static void fd_msg_init(struct fd_msg *m)
 	m->mh = (struct msghdr){.msg_iov = &m->iov, .msg_iovlen = 1, .msg_control = m->cbuf.buf, .msg_controllen = sizeof(m->cbuf.buf)};
 }
 
-// send_fd sends one byte and fd over the unix socket sock.
-static int send_fd(int sock, int fd)
+// ji_send_fd sends len bytes of buf and fd over the unix socket sock
+// (see jailinit.h).
+int ji_send_fd(int sock, const void *buf, size_t len, int fd)
 {
-	struct fd_msg m;
-	fd_msg_init(&m);
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m.mh);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {(void *)buf, len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m.mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
-// recv_fd receives what send_fd sent: the descriptor (close-on-exec),
+// recv_fd receives a one-byte message with a descriptor (ji_send_fd): the descriptor (close-on-exec),
 // -1 with errno set, or -2 if the message held none (or there was none).
 static int recv_fd(int sock)
 {
@@ -642,7 +647,7 @@ static void clone_init(const struct op *op, int net)
 		int ns = openat(nsdir, "net", O_RDONLY | O_CLOEXEC);
 		if (ns < 0)
 			fail_at(op, "/proc/self/ns/net", errno, NULL);
-		if (send_fd(go[1], ns) < 0)
+		if (ji_send_fd(go[1], "", 1, ns) < 0)
 			fail_at(op, "sendmsg", errno, NULL);
 	}
 	_exit(0);

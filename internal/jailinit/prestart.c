@@ -69,35 +69,12 @@ static void exec_init(int sock, pid_t parent)
 		_exit(127);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(127);
-	if (sock == JI_SYNC_FD) {
-		if (fcntl(sock, F_SETFD, 0) < 0)
-			_exit(127);
-	} else if (dup3(sock, JI_SYNC_FD, 0) < 0) {
+	// sock > JI_SYNC_FD: the socketpair's first end took the lowest
+	// free descriptor, above stderr.
+	if (dup3(sock, JI_SYNC_FD, 0) < 0)
 		_exit(127);
-	}
 	execve("/proc/self/exe", argv, envp);
 	_exit(127);
-}
-
-// queue sends the spawn program, with the read end of the pipe on which
-// the init learns that its ids are mapped, for the init to read first.
-static int queue(int sock, int mapped, int rootful)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} cbuf;
-	struct iovec iov = {
-		.iov_base = (void *)(rootful ? ji_spawn_rootful : ji_spawn_rootless),
-		.iov_len = rootful ? sizeof(ji_spawn_rootful) : sizeof(ji_spawn_rootless),
-	};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &mapped, sizeof(int));
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
 // glibc passes argc, argv and envp to constructors.
@@ -119,7 +96,11 @@ __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv,
 	struct timespec ts = {0};
 	// With stdin, stdout or stderr closed, the socket would take its
 	// number, and the init's stream would be the socket.
-	if (pair[0] > 2 && pair[1] > 2 && queue(pair[0], mapped[0], rootful) == 0) {
+	// The init reads its spawn program first: queue it, with the pipe
+	// on which it learns that its ids are mapped.
+	const void *prog = rootful ? ji_spawn_rootful : ji_spawn_rootless;
+	size_t len = rootful ? sizeof(ji_spawn_rootful) : sizeof(ji_spawn_rootless);
+	if (pair[0] > 2 && pair[1] > 2 && ji_send_fd(pair[0], prog, len, mapped[0]) == 0) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();
 		if (pid == 0)
