@@ -2,10 +2,20 @@ package jailinit
 
 /*
 #include "prestart.h"
+#include "prestart_program.h"
+
+static const unsigned char *ji_spawn_program(int rootful, int *len)
+{
+	*len = rootful ? (int)sizeof(ji_spawn_rootful) : (int)sizeof(ji_spawn_rootless);
+	return rootful ? ji_spawn_rootful : ji_spawn_rootless;
+}
 */
 import "C"
 
-import "os"
+import (
+	"os"
+	"unsafe"
+)
 
 // Prestarted is a jail's init that the binary started before the Go
 // runtime (prestart.c), with the spawn program for a jail with its own
@@ -35,4 +45,16 @@ func TakePrestarted() *Prestarted {
 		Rootful: p.rootful != 0,
 		At:      int64(p.at),
 	}
+}
+
+// PrestartProgram is the spawn program compiled into the prestarting C
+// (prestart_program.h), for neonbox-ns run as root or not.
+func PrestartProgram(rootful bool) []byte {
+	var n C.int
+	var r C.int
+	if rootful {
+		r = 1
+	}
+	p := C.ji_spawn_program(r, &n)
+	return C.GoBytes(unsafe.Pointer(p), n)
 }
