@@ -82,6 +82,8 @@ type jail struct {
 	merged   bool // the above are in res
 
 	buf []byte // for the init's messages, read by one goroutine at a time
+
+	warnings []string // for the receipt
 }
 
 // startJail starts the jail's init, without network namespace when
@@ -113,10 +115,16 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	if err != nil {
 		return nil, stepError("spawn", err)
 	}
+	var warnings []string
 	if j := takePrestarted(); j != nil {
-		if adopt && !network && !intoCgroup && j.rootful == ids.rootful && !j.failedToSpawn() {
+		failed := j.failedToSpawn()
+		if adopt && !network && !intoCgroup && j.rootful == ids.rootful && !failed {
 			j.streams = s
 			return j, nil
+		}
+		if failed {
+			// Every run of this host will pay for two: say so.
+			warnings = append(warnings, fmt.Sprintf("the jail's init started ahead failed (%v); started another", j.spawnErr))
 		}
 		go j.kill()
 	}
@@ -130,6 +138,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 		s.closeOurs()
 		return nil, err
 	}
+	j.warnings = warnings
 	return j, nil
 }
 

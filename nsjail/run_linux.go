@@ -148,6 +148,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			j.res.releaseMountNS()
 		}
 	}()
+	if j != nil {
+		r.Warnings = append(r.Warnings, j.warnings...)
+	}
 	if spawnErr != nil {
 		r.sandboxError(asStepError("spawn", spawnErr))
 		r.RollbackPerformed = true
@@ -199,6 +202,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			r.RollbackPerformed = true
 			return r, nil
 		}
+		r.Warnings = append(r.Warnings, j.warnings...)
 	}
 	cfg.RunDir, cfg.Seccomp = rd.path, filters
 	runCtx := ctx

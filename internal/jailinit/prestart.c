@@ -56,9 +56,34 @@ static int wanted(int argc, char **argv)
 	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC;
 }
 
+// exec_fail reports the step of exec_init that failed, as the init
+// reports a failed step, on the socket the parent reads, and exits. In
+// the child of vfork: no allocation, no stdio.
+static void exec_fail(int sock, const char *op, int err)
+{
+	char msg[128] = "{\"error\":{\"stage\":\"spawn\",\"op\":\"";
+	size_t n = strlen(msg);
+	for (const char *p = op; *p && n < 80; p++)
+		msg[n++] = *p;
+	const char *mid = "\",\"path\":\"/proc/self/exe\",\"errno\":";
+	for (const char *p = mid; *p; p++)
+		msg[n++] = *p;
+	char digits[12];
+	int k = 0;
+	do {
+		digits[k++] = (char)('0' + err % 10);
+		err /= 10;
+	} while (err > 0 && k < (int)sizeof(digits));
+	while (k > 0)
+		msg[n++] = digits[--k];
+	msg[n++] = '}';
+	msg[n++] = '}';
+	(void)!send(sock, msg, n, MSG_NOSIGNAL);
+	_exit(127);
+}
+
 // The child of vfork shares this process's memory until its execve: it
-// makes only system calls, and _exits on a failure, which the parent sees
-// as an init that exited before it said its pid.
+// makes only system calls, and on a failure says which one and exits.
 static void exec_init(int sock, pid_t parent)
 {
 	static char *const argv[] = {JI_NAME, NULL};
@@ -66,15 +91,17 @@ static void exec_init(int sock, pid_t parent)
 	// A session of its own: the jail cannot reach the caller's
 	// terminal through /dev/tty (as os/exec's Setsid for a fresh init).
 	if (setsid() < 0)
-		_exit(127);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
-		_exit(127);
+		exec_fail(sock, "setsid", errno);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		exec_fail(sock, "prctl PR_SET_PDEATHSIG", errno);
+	if (getppid() != parent)
+		_exit(127); // neonbox-ns is gone: nobody to tell
 	// sock > JI_SYNC_FD: the socketpair's first end took the lowest
 	// free descriptor, above stderr.
 	if (dup3(sock, JI_SYNC_FD, 0) < 0)
-		_exit(127);
+		exec_fail(sock, "dup3", errno);
 	execve("/proc/self/exe", argv, envp);
-	_exit(127);
+	exec_fail(JI_SYNC_FD, "execve", errno);
 }
 
 // glibc passes argc, argv and envp to constructors.
