@@ -47,3 +47,13 @@ func BenchmarkLifecycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProbe measures finding the host's hierarchies and this
+// process's cgroups in them, which each run does once.
+func BenchmarkProbe(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if h := Probe(); h == nil {
+			b.Fatal("no host")
+		}
+	}
+}

@@ -253,9 +253,9 @@ func findV1(ctrl string, mounts []mountInfo, paths map[string]string) (v1Hier, e
 		// sure that is this mount (directly, or a symlink such as
 		// cpu -> cpu,cpuacct).
 		root := filepath.Dir(m.mountpoint)
-		want, err1 := filepath.EvalSymlinks(m.mountpoint)
-		got, err2 := filepath.EvalSymlinks(filepath.Join(root, ctrl))
-		if err := errors.Join(err1, err2); err != nil || want != got {
+		want, err1 := os.Stat(m.mountpoint)
+		got, err2 := os.Stat(filepath.Join(root, ctrl))
+		if err := errors.Join(err1, err2); err != nil || !os.SameFile(want, got) {
 			lastErr = fmt.Errorf("v1 %s hierarchy is mounted at %s but %s does not lead there", ctrl, m.mountpoint, filepath.Join(root, ctrl))
 			continue
 		}

@@ -1,6 +1,8 @@
 package cgroup
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,4 +89,30 @@ func TestDetectExplainsItself(t *testing.T) {
 	if v != V2 {
 		assert.NotEmpty(t, why)
 	}
+}
+
+// findV1 takes a v1 mount only if <root>/<ctrl>, where containerd's
+// cgroup1 package looks, leads to it: directly or through a symlink
+// such as cpu -> cpu,cpuacct.
+func TestFindV1ChecksWhereTheControllerLeads(t *testing.T) {
+	layout := func(t *testing.T, link bool) []mountInfo {
+		root := t.TempDir()
+		mp := filepath.Join(root, "cpu,cpuacct")
+		require.NoError(t, os.MkdirAll(filepath.Join(mp, "own"), 0o755))
+		if link {
+			require.NoError(t, os.Symlink("cpu,cpuacct", filepath.Join(root, "cpu")))
+		} else {
+			require.NoError(t, os.Mkdir(filepath.Join(root, "cpu"), 0o755))
+		}
+		return []mountInfo{{root: "/", mountpoint: mp, fstype: "cgroup", superOpts: []string{"rw", "cpu", "cpuacct"}}}
+	}
+	paths := map[string]string{"cpu": "/own", "cpuacct": "/own"}
+
+	mounts := layout(t, true)
+	h, err := findV1("cpu", mounts, paths)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(mounts[0].mountpoint, "own"), h.own.dir)
+
+	_, err = findV1("cpu", layout(t, false), paths)
+	require.ErrorContains(t, err, "does not lead there")
 }
