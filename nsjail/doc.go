@@ -22,6 +22,12 @@
 //		...
 //	}
 //
+// A program may also have its init started before its own Go runtime,
+// so that the jail's namespaces are made while it starts: it defines the
+// C symbol neonbox_prestart_cmd (the subcommand, argv[1], that runs a
+// jail; see internal/jailinit/prestart.c) and calls [AdoptPrestarted]
+// right after reexec.Init. The neonbox-ns CLI does so for exec.
+//
 // # A run
 //
 // [Run] starts the init in new user, mount, pid, uts, ipc and cgroup
