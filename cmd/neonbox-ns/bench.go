@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +31,10 @@ Measures the wall time of CMD (default /bin/true) run plainly, under
 unshare -Urmpnf, under bwrap (each only if installed) and under
 neonbox-ns exec with the default policy and cgroup limits (1 GiB of
 memory, 2 CPUs, 4096 tasks: written, never reached), interleaved
-(A B C D A B ...) after a warm-up, then with -j workers in parallel
-(the runners taking turns in rounds). With --pool, also
+after a warm-up (one run of each runner per round, in a shuffled order:
+a run's leftover kernel work, such as the teardown of its network
+namespace, falls on whichever runs next), then with -j workers in
+parallel (the runners taking turns in rounds). With --pool, also
 calls of a warm nsjail.Pool (jails prepared ahead, each call still a
 fresh jail) made from this process. Each --baseline LABEL=PATH adds
 another neonbox-ns binary (an older build, say) as a runner of its own,
@@ -152,8 +155,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "bench", err)
 	}
 	samples := map[string][]sample{}
+	order := rand.New(rand.NewPCG(1, 2)) // the same shuffles every time
 	for round := 0; round < *warm+*n; round++ {
-		for _, r := range runners {
+		for _, k := range order.Perm(len(runners)) {
+			r := runners[k]
 			s, err := runOnce(r, ws)
 			if err != nil {
 				return fail(stderr, "bench", fmt.Errorf("%s: %w", r.name, err))
@@ -303,8 +308,10 @@ func parallelThroughputs(rs []runner, base string, jobs, n int) ([]float64, erro
 	}
 	per := max(n/jobs/parallelRounds, 1)
 	took := make([]time.Duration, len(rs))
+	order := rand.New(rand.NewPCG(3, 4))
 	for round := 0; round < parallelRounds; round++ {
-		for i, r := range rs {
+		for _, i := range order.Perm(len(rs)) {
+			r := rs[i]
 			d, err := parallelBatch(r, dirs[i], per)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", r.name, err)
