@@ -203,7 +203,7 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 			mappedW.Close()
 			return
 		}
-		j.supervise(first, mappedW, ids)
+		j.supervise(first, mappedW, ids, nil)
 	}()
 	if err := <-started; err != nil {
 		parentEnd.Close()
@@ -240,12 +240,13 @@ func adoptPrestarted(probe bool) {
 	if pre == nil {
 		return
 	}
+	var then func()
 	if probe {
 		c := make(chan *cgroup.Host, 1)
-		go func() { c <- cgroup.Probe() }()
+		then = func() { c <- cgroup.Probe() }
 		prestarted.probe = c
 	}
-	prestarted.j = adoptJail(pre)
+	prestarted.j = adoptJail(pre, then)
 }
 
 // takePrestarted returns the adopted prestarted init, once, or nil.
@@ -284,8 +285,10 @@ func probeCgroups() *cgroup.Host {
 // adoptJail takes the prestarted init as a jail's. It has run its spawn
 // program and waits for its ids to be mapped, which supervise does for
 // neonbox-ns's user; it gets its streams with the base of its program
-// (sendBase).
-func adoptJail(pre *jailinit.Prestarted) *jail {
+// (sendBase). The goroutine that maps the ids runs then, if not nil,
+// once it has: one goroutine less to start (a thread, at this point) on
+// the caller's way.
+func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	j := newJail(pre.Sock, nil)
 	j.adopted, j.rootful = true, pre.Rootful
 	adopted := monotonic()
@@ -299,7 +302,7 @@ func adoptJail(pre *jailinit.Prestarted) *jail {
 	// ran the C constructor, the main thread, which lives as long as
 	// this process.
 	first, _ := os.FindProcess(pre.Pid) // does not fail on Linux
-	go j.supervise(first, pre.Mapped, hostIDs())
+	go j.supervise(first, pre.Mapped, hostIDs(), then)
 	return j
 }
 
@@ -307,10 +310,10 @@ func newJail(sock *os.File, s *streams) *jail {
 	return &jail{sock: sock, streams: s, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
 }
 
-// supervise maps the ids of the user namespace the init makes, and then
-// waits for the jail to end. first is the process started in this
-// process's namespaces.
-func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan) {
+// supervise maps the ids of the user namespace the init makes, runs then
+// (if not nil), and waits for the jail to end. first is the process
+// started in this process's namespaces.
+func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan, then func()) {
 	j.first = first
 	j.proc, j.spawnErr = j.spawn(mappedW, ids)
 	j.spawnAt = monotonic()
@@ -318,6 +321,9 @@ func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan) {
 		j.mountNS = holdMountNS(j.proc.Pid)
 	}
 	close(j.spawned)
+	if then != nil {
+		then()
+	}
 	// The first process exits once it has forked pid 1 (and made the
 	// network namespace): reaped now, it is no zombie for the run.
 	state, _ := j.first.Wait()
