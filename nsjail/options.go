@@ -66,7 +66,11 @@ type Options struct {
 	// Cwd is the caller's working directory: inside the workspace, CMD
 	// starts at the same path; elsewhere it starts at the workspace root.
 	Cwd string
-	// Stdin, Stdout and Stderr are CMD's; nil means /dev/null.
+	// Stdin, Stdout and Stderr are CMD's; nil means /dev/null. As with
+	// os/exec, an *os.File is passed to CMD as it is; anything else is
+	// copied through a pipe by a goroutine: what the jail wrote is copied
+	// for at most a second after it has ended (the rest is lost), and
+	// stdin's copying is not waited for.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// CaptureOutput records stdout and stderr in the receipt, at most

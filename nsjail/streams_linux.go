@@ -4,11 +4,8 @@ package nsjail
 // jail's init.
 
 import (
-	"errors"
 	"io"
-	"io/fs"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -22,7 +19,7 @@ type streams struct {
 	files  [3]*os.File // for the init
 	passed []*os.File  // of files, the ones this process made: closed once the init has them
 	ours   []*os.File  // this process's ends of the pipes
-	copied chan error  // one value per copying goroutine
+	copied chan error  // one value per output's copying goroutine
 	copies int
 }
 
@@ -64,17 +61,11 @@ func (s *streams) input(r io.Reader) (*os.File, error) {
 		return nil, err
 	}
 	s.passed, s.ours = append(s.passed, pr), append(s.ours, pw)
-	s.copies++
+	// Not waited for: CMD need not read all its input, and r may never
+	// end. Its pipe is closed when the jail has ended (wait).
 	go func() {
-		_, err := io.Copy(pw, r)
-		// CMD need not read all its input.
-		if errors.Is(err, syscall.EPIPE) || errors.Is(err, fs.ErrClosed) {
-			err = nil
-		}
-		if cerr := pw.Close(); err == nil && !errors.Is(cerr, fs.ErrClosed) {
-			err = cerr
-		}
-		s.copied <- err
+		_, _ = io.Copy(pw, r)
+		pw.Close()
 	}()
 	return pr, nil
 }
@@ -118,9 +109,10 @@ func (s *streams) handedOver() {
 	s.passed = nil
 }
 
-// wait waits for the copying to end, once the jail has. After delay it
-// stops waiting and closes the pipes (a descriptor of the jail's may have
-// outlived it, or stdin may never end).
+// wait waits for the copying of the output to end, once the jail has.
+// After delay it stops waiting and closes the pipes (a descriptor of the
+// jail's may have outlived it, or a writer may be slow): output that has
+// not been copied by then is lost.
 func (s *streams) wait(delay time.Duration) {
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
