@@ -93,7 +93,8 @@ func TestDetectExplainsItself(t *testing.T) {
 
 // findV1 takes a v1 mount only if <root>/<ctrl>, where containerd's
 // cgroup1 package looks, leads to it: directly or through a symlink
-// such as cpu -> cpu,cpuacct.
+// such as cpu -> cpu,cpuacct. (It pins the verdicts, however they are
+// reached.)
 func TestFindV1ChecksWhereTheControllerLeads(t *testing.T) {
 	layout := func(t *testing.T, link bool) []mountInfo {
 		root := t.TempDir()

@@ -13,12 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/neonbox/neonbox-ns/internal/testutil"
+	"github.com/neonbox/neonbox-ns/reexec"
 )
 
 // binary is the neonbox-ns built for this test run.
 var binary string
 
 func TestMain(m *testing.M) {
+	if reexec.Init() {
+		return
+	}
 	dir, err := os.MkdirTemp("", "neonbox-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -61,16 +61,17 @@ func (r *jailResult) releaseMountNS() {
 // jail's namespaces, forks the init proper (proc) and exits; and proc,
 // pid 1 of the jail, which builds it and becomes CMD.
 type jail struct {
-	first    *os.Process
-	streams  *streams
-	sock     *os.File
-	cfg      *childConfig
-	inCgroup bool // started in its v2 cgroup
-	adopted  bool // prestarted; its streams come with the base of its program
-	rootful  bool // its ids are mapped for neonbox-ns run as root
-	baseSent bool // the base part of the program
-	exited   chan *os.ProcessState
-	res      *jailResult
+	first       *os.Process
+	streams     *streams
+	sock        *os.File
+	cfg         *childConfig
+	inCgroup    bool // started in its v2 cgroup
+	adopted     bool // prestarted; its streams come with the base of its program
+	startFailed bool // prestarted, and its execve (or setup before) failed
+	rootful     bool // its ids are mapped for neonbox-ns run as root
+	baseSent    bool // the base part of the program
+	exited      chan *os.ProcessState
+	res         *jailResult
 
 	// Set by supervise before it closes spawned.
 	spawned  chan struct{}
@@ -105,7 +106,8 @@ type jail struct {
 // started, without adopt (it made its mount namespace before anything
 // the caller has mounted since), for a jail with network (it made a
 // network namespace, which may fail where a jail with network would
-// not), one born in a v2 cgroup, or when it failed to start.
+// not), one born in a v2 cgroup, ids mapped for another user, or when
+// it failed to start.
 func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup, adopt bool) (*jail, error) {
 	cgFD, intoCgroup := -1, false
 	if cg != nil {
@@ -126,7 +128,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 			// Every run of this host will pay for two: say so.
 			warnings = append(warnings, fmt.Sprintf("the jail's init started ahead failed (%v); started another", j.spawnErr))
 		}
-		go j.kill()
+		go func() { j.kill(); j.res.releaseMountNS() }()
 	}
 	flags := uintptr(unshareFlags)
 	if network {
@@ -240,6 +242,8 @@ func adoptPrestarted(probe bool) {
 	if pre == nil {
 		return
 	}
+	// The probe runs in the goroutine that maps the ids, once it has:
+	// spawn, which it waits for, depends on nothing Run does.
 	var then func()
 	if probe {
 		c := make(chan *cgroup.Host, 1)
@@ -260,8 +264,13 @@ func takePrestarted() *jail {
 }
 
 // failedToSpawn reports whether the jail is known to have failed before
-// its init said its pid (a prestarted init whose execve failed, say).
+// its init said its pid: for certain if a prestarted init could not be
+// started at all (waiting for the reason it sent), else if already seen.
 func (j *jail) failedToSpawn() bool {
+	if j.startFailed {
+		<-j.spawned
+		return true
+	}
 	select {
 	case <-j.spawned:
 		return j.proc == nil
@@ -290,7 +299,7 @@ func probeCgroups() *cgroup.Host {
 // the caller's way.
 func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	j := newJail(pre.Sock, nil)
-	j.adopted, j.rootful = true, pre.Rootful
+	j.adopted, j.rootful, j.startFailed = true, pre.Rootful, pre.Failed
 	adopted := monotonic()
 	// pre.At is on the monotonic clock; the start's wall time is as
 	// long before now.

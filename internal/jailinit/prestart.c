@@ -56,18 +56,32 @@ static int wanted(int argc, char **argv)
 	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC;
 }
 
+// exec_failed is set by the child of vfork when it fails: vfork returns
+// in the parent once the child has exec'd or exited, and the two share
+// memory until then, so the parent knows.
+static volatile int exec_failed;
+
 // exec_fail reports the step of exec_init that failed, as the init
 // reports a failed step, on the socket the parent reads, and exits. In
-// the child of vfork: no allocation, no stdio.
-static void exec_fail(int sock, const char *op, int err)
+// the child of vfork: no allocation, no stdio, no library call that may
+// need the dynamic linker.
+static void exec_fail(int sock, const char *op, const char *path, int err)
 {
-	char msg[128] = "{\"error\":{\"stage\":\"spawn\",\"op\":\"";
-	size_t n = strlen(msg);
-	for (const char *p = op; *p && n < 80; p++)
+	static const char head[] = "{\"error\":{\"stage\":\"spawn\",\"op\":\"";
+	static const char mid[] = "\",\"path\":\"";
+	static const char tail[] = "\",\"errno\":";
+	char msg[160];
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof(head) - 1; i++)
+		msg[n++] = head[i];
+	for (const char *p = op; *p && n < 64; p++)
 		msg[n++] = *p;
-	const char *mid = "\",\"path\":\"/proc/self/exe\",\"errno\":";
-	for (const char *p = mid; *p; p++)
+	for (size_t i = 0; i < sizeof(mid) - 1; i++)
+		msg[n++] = mid[i];
+	for (const char *p = path; *p && n < 112; p++)
 		msg[n++] = *p;
+	for (size_t i = 0; i < sizeof(tail) - 1; i++)
+		msg[n++] = tail[i];
 	char digits[12];
 	int k = 0;
 	do {
@@ -78,6 +92,7 @@ static void exec_fail(int sock, const char *op, int err)
 		msg[n++] = digits[--k];
 	msg[n++] = '}';
 	msg[n++] = '}';
+	exec_failed = 1;
 	(void)!send(sock, msg, n, MSG_NOSIGNAL);
 	_exit(127);
 }
@@ -91,17 +106,19 @@ static void exec_init(int sock, pid_t parent)
 	// A session of its own: the jail cannot reach the caller's
 	// terminal through /dev/tty (as os/exec's Setsid for a fresh init).
 	if (setsid() < 0)
-		exec_fail(sock, "setsid", errno);
+		exec_fail(sock, "setsid", "", errno);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		exec_fail(sock, "prctl PR_SET_PDEATHSIG", errno);
-	if (getppid() != parent)
+		exec_fail(sock, "prctl PR_SET_PDEATHSIG", "", errno);
+	if (getppid() != parent) {
+		exec_failed = 1;
 		_exit(127); // neonbox-ns is gone: nobody to tell
+	}
 	// sock > JI_SYNC_FD: the socketpair's first end took the lowest
 	// free descriptor, above stderr.
 	if (dup3(sock, JI_SYNC_FD, 0) < 0)
-		exec_fail(sock, "dup3", errno);
+		exec_fail(sock, "dup3", "", errno);
 	execve("/proc/self/exe", argv, envp);
-	exec_fail(JI_SYNC_FD, "execve", errno);
+	exec_fail(JI_SYNC_FD, "execve", "/proc/self/exe", errno);
 }
 
 // glibc passes argc, argv and envp to constructors.
@@ -145,6 +162,7 @@ __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv,
 		.sock = pair[0],
 		.mapped = mapped[1],
 		.rootful = rootful,
+		.failed = exec_failed,
 		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
 	};
 }

@@ -27,6 +27,7 @@ type Prestarted struct {
 	Sock    *os.File
 	Mapped  *os.File
 	Rootful bool
+	Failed  bool  // it could not be started; it says why on Sock
 	At      int64 // CLOCK_MONOTONIC just before it was started, in ns
 }
 
@@ -43,6 +44,7 @@ func TakePrestarted() *Prestarted {
 		Sock:    os.NewFile(uintptr(p.sock), "neonbox-sync"),
 		Mapped:  os.NewFile(uintptr(p.mapped), "neonbox-idmap"),
 		Rootful: p.rootful != 0,
+		Failed:  p.failed != 0,
 		At:      int64(p.at),
 	}
 }
