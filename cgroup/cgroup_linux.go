@@ -259,6 +259,9 @@ func (c *Cgroup) owns(pid int) (ok, gone bool, err error) {
 	}
 	defer f.Close()
 	v1, unified, err := procCgroups(f)
+	if errors.Is(err, unix.ESRCH) {
+		return false, true, nil // it exited between the open and the read
+	}
 	if err != nil {
 		return false, false, err
 	}

@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestProcCgroups(t *testing.T) {
@@ -116,4 +118,12 @@ func TestFindV1ChecksWhereTheControllerLeads(t *testing.T) {
 
 	_, err = findV1("cpu", layout(t, false), paths)
 	require.ErrorContains(t, err, "does not lead there")
+}
+
+// A process that exits between the open of /proc/<pid>/cgroup and its
+// read makes the read fail with ESRCH: procCgroups keeps that error, so
+// that Cgroup.owns takes the process for gone, not for a failure.
+func TestProcCgroupsKeepsESRCH(t *testing.T) {
+	_, _, err := procCgroups(iotest.ErrReader(&os.PathError{Op: "read", Path: "/proc/1/cgroup", Err: unix.ESRCH}))
+	require.ErrorIs(t, err, unix.ESRCH)
 }
