@@ -61,14 +61,13 @@ func (r *jailResult) releaseMountNS() {
 // jail's namespaces, forks the init proper (proc) and exits; and proc,
 // pid 1 of the jail, which builds it and becomes CMD.
 type jail struct {
-	first       *os.Process
 	streams     *streams
 	sock        *os.File
 	cfg         *childConfig
 	inCgroup    bool // started in its v2 cgroup
 	adopted     bool // prestarted; its streams come with the base of its program
 	startFailed bool // prestarted, and its execve (or setup before) failed
-	rootful     bool // its ids are mapped for neonbox-ns run as root
+	rootful     bool // prestarted: its ids are mapped for neonbox-ns run as root
 	baseSent    bool // the base part of the program
 	exited      chan *os.ProcessState
 	res         *jailResult
@@ -128,7 +127,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 			// Every run of this host will pay for two: say so.
 			warnings = append(warnings, fmt.Sprintf("the jail's init started ahead failed (%v); started another", j.spawnErr))
 		}
-		go func() { j.kill(); j.res.releaseMountNS() }()
+		go j.kill()
 	}
 	flags := uintptr(unshareFlags)
 	if network {
@@ -136,8 +135,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	}
 	j, err := spawnJail(s, flags, ids, cgFD, intoCgroup)
 	if err != nil {
-		s.handedOver()
-		s.closeOurs()
+		s.close()
 		return nil, err
 	}
 	j.warnings = warnings
@@ -190,7 +188,7 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		},
 	}
 	j := newJail(parentEnd, s)
-	j.inCgroup, j.rootful = intoCgroup, ids.rootful
+	j.inCgroup = intoCgroup
 	forked, tForked := monotonic(), time.Now()
 	started := make(chan error, 1)
 	go func() {
@@ -323,7 +321,6 @@ func newJail(sock *os.File, s *streams) *jail {
 // (if not nil), and waits for the jail to end. first is the process
 // started in this process's namespaces.
 func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan, then func()) {
-	j.first = first
 	j.proc, j.spawnErr = j.spawn(mappedW, ids)
 	j.spawnAt = monotonic()
 	if j.proc != nil {
@@ -335,7 +332,7 @@ func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan, then f
 	}
 	// The first process exits once it has forked pid 1 (and made the
 	// network namespace): reaped now, it is no zombie for the run.
-	state, _ := j.first.Wait()
+	state, _ := first.Wait()
 	if j.proc != nil {
 		state, _ = j.proc.Wait()
 	}
@@ -546,12 +543,13 @@ func (j *jail) mark(name string) {
 	j.res.steps = append(j.res.steps, initStep{Name: name, At: monotonic()})
 }
 
-// kill ends the jail and waits for it.
+// kill ends the jail, waits for it and lets go of its mount namespace.
 func (j *jail) kill() {
 	j.waitSpawned()
 	j.killInit()
 	j.ended()
 	j.sock.Close()
+	j.res.releaseMountNS()
 }
 
 // ended waits for the jail's end and for the copying of CMD's output, if

@@ -156,7 +156,7 @@ func (w *warmJail) teardown() error {
 	if w.cg != nil {
 		cgErr = w.cg.Delete() // kills what is left
 	}
-	return errors.Join(cgErr, w.rd.removeAfter(func() error { return cgErr }))
+	return w.rd.removeAfterCgroup(cgErr)
 }
 
 func (p *Pool) discard(w *warmJail) {

@@ -145,7 +145,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	defer func() {
 		if j != nil && !handed {
 			j.kill()
-			j.res.releaseMountNS()
 		}
 	}()
 	if j != nil {

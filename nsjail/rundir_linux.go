@@ -313,7 +313,12 @@ func (d runDir) discardUpper() error {
 // removeAbandoned removes the cgroup and then the run dir of a run whose
 // neonbox-ns died.
 func (d runDir) removeAbandoned() error {
-	cgErr := cgroup.RemoveStale("run-" + filepath.Base(d.path))
+	return d.removeAfterCgroup(cgroup.RemoveStale("run-" + filepath.Base(d.path)))
+}
+
+// removeAfterCgroup removes the run dir once the run's cgroup is gone
+// (cgErr is nil), and returns both errors.
+func (d runDir) removeAfterCgroup(cgErr error) error {
 	return errors.Join(cgErr, d.removeAfter(func() error { return cgErr }))
 }
 
@@ -360,6 +365,13 @@ func (d runDir) removeAfter(others func() error) error {
 	}
 	if others != nil && others() != nil {
 		return nil // others reports its own error
+	}
+	// Only the owner file is left, normally: two unlinks, not a walk.
+	err = os.Remove(filepath.Join(d.path, "owner"))
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		if err = os.Remove(d.path); err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 	}
 	return removeTree(d.path)
 }

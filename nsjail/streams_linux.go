@@ -16,15 +16,15 @@ import (
 // both stdout and stderr gets one pipe, so that it is never written
 // from two goroutines at once.
 type streams struct {
-	files  [3]*os.File // for the init
-	passed []*os.File  // of files, the ones this process made: closed once the init has them
-	ours   []*os.File  // this process's ends of the pipes
-	copied chan error  // one value per output's copying goroutine
+	files  [3]*os.File   // for the init
+	passed []*os.File    // of files, the ones this process made: closed once the init has them
+	ours   []*os.File    // this process's ends of the pipes
+	copied chan struct{} // one value per output's copying goroutine
 	copies int
 }
 
 func openStreams(stdin io.Reader, stdout, stderr io.Writer) (*streams, error) {
-	s := &streams{copied: make(chan error, 3)}
+	s := &streams{copied: make(chan struct{}, 3)}
 	var err error
 	if s.files[0], err = s.input(stdin); err == nil {
 		if s.files[1], err = s.output(stdout); err == nil {
@@ -36,8 +36,7 @@ func openStreams(stdin io.Reader, stdout, stderr io.Writer) (*streams, error) {
 		}
 	}
 	if err != nil {
-		s.handedOver()
-		s.closeOurs()
+		s.close()
 		return nil, err
 	}
 	return s, nil
@@ -52,8 +51,7 @@ func sameWriter(a, b io.Writer) (same bool) {
 func (s *streams) input(r io.Reader) (*os.File, error) {
 	if f, ok := r.(*os.File); ok && f != nil {
 		return f, nil
-	}
-	if f, ok := r.(*os.File); r == nil || ok && f == nil {
+	} else if r == nil || ok {
 		return s.devNull(os.O_RDONLY)
 	}
 	pr, pw, err := os.Pipe()
@@ -73,8 +71,7 @@ func (s *streams) input(r io.Reader) (*os.File, error) {
 func (s *streams) output(w io.Writer) (*os.File, error) {
 	if f, ok := w.(*os.File); ok && f != nil {
 		return f, nil
-	}
-	if f, ok := w.(*os.File); w == nil || ok && f == nil {
+	} else if w == nil || ok {
 		return s.devNull(os.O_WRONLY)
 	}
 	pr, pw, err := os.Pipe()
@@ -84,9 +81,9 @@ func (s *streams) output(w io.Writer) (*os.File, error) {
 	s.passed, s.ours = append(s.passed, pw), append(s.ours, pr)
 	s.copies++
 	go func() {
-		_, err := io.Copy(w, pr)
+		_, _ = io.Copy(w, pr) // a writer's error ends the copy; CMD sees EPIPE
 		pr.Close()
-		s.copied <- err
+		s.copied <- struct{}{}
 	}()
 	return pw, nil
 }
@@ -124,6 +121,13 @@ func (s *streams) wait(delay time.Duration) {
 			return
 		}
 	}
+	s.closeOurs()
+}
+
+// close closes every descriptor the streams hold: for streams that no
+// init got.
+func (s *streams) close() {
+	s.handedOver()
 	s.closeOurs()
 }
 

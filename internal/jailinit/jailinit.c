@@ -529,24 +529,6 @@ static int set_pdeathsig(int sig)
 	return 0;
 }
 
-// fd_msg is a one-byte message with room for one descriptor.
-struct fd_msg {
-	char b;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} cbuf;
-	struct iovec iov;
-	struct msghdr mh;
-};
-
-static void fd_msg_init(struct fd_msg *m)
-{
-	m->b = 1;
-	m->iov = (struct iovec){&m->b, 1};
-	m->mh = (struct msghdr){.msg_iov = &m->iov, .msg_iovlen = 1, .msg_control = m->cbuf.buf, .msg_controllen = sizeof(m->cbuf.buf)};
-}
-
 // ji_send_fd sends len bytes of buf and fd over the unix socket sock
 // (see jailinit.h).
 int ji_send_fd(int sock, const void *buf, size_t len, int fd)
@@ -569,15 +551,20 @@ int ji_send_fd(int sock, const void *buf, size_t len, int fd)
 // -1 with errno set, or -2 if the message held none (or there was none).
 static int recv_fd(int sock)
 {
-	struct fd_msg m;
+	char b;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {&b, 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
 	ssize_t n;
 	int fd;
-	fd_msg_init(&m);
-	while ((n = recvmsg(sock, &m.mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+	while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
 	if (n < 0)
 		return -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m.mh);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	if (n != 1 || !c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
 		return -2;
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));

@@ -37,6 +37,12 @@
 
 extern const char neonbox_prestart_cmd[] __attribute__((weak));
 
+const unsigned char *ji_spawn_program(int rootful, size_t *len)
+{
+	*len = rootful ? sizeof(ji_spawn_rootful) : sizeof(ji_spawn_rootless);
+	return rootful ? ji_spawn_rootful : ji_spawn_rootless;
+}
+
 static struct ji_prestarted prestarted = {.pid = -1, .sock = -1, .mapped = -1};
 
 int ji_take_prestarted(struct ji_prestarted *out)
@@ -142,8 +148,8 @@ __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv,
 	// number, and the init's stream would be the socket.
 	// The init reads its spawn program first: queue it, with the pipe
 	// on which it learns that its ids are mapped.
-	const void *prog = rootful ? ji_spawn_rootful : ji_spawn_rootless;
-	size_t len = rootful ? sizeof(ji_spawn_rootful) : sizeof(ji_spawn_rootless);
+	size_t len;
+	const unsigned char *prog = ji_spawn_program(rootful, &len);
 	if (pair[0] > 2 && pair[1] > 2 && ji_send_fd(pair[0], prog, len, mapped[0]) == 0) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();

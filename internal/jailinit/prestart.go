@@ -2,13 +2,6 @@ package jailinit
 
 /*
 #include "prestart.h"
-#include "prestart_program.h"
-
-static const unsigned char *ji_spawn_program(int rootful, int *len)
-{
-	*len = rootful ? (int)sizeof(ji_spawn_rootful) : (int)sizeof(ji_spawn_rootless);
-	return rootful ? ji_spawn_rootful : ji_spawn_rootless;
-}
 */
 import "C"
 
@@ -52,11 +45,11 @@ func TakePrestarted() *Prestarted {
 // PrestartProgram is the spawn program compiled into the prestarting C
 // (prestart_program.h), for neonbox-ns run as root or not.
 func PrestartProgram(rootful bool) []byte {
-	var n C.int
+	var n C.size_t
 	var r C.int
 	if rootful {
 		r = 1
 	}
 	p := C.ji_spawn_program(r, &n)
-	return C.GoBytes(unsafe.Pointer(p), n)
+	return C.GoBytes(unsafe.Pointer(p), C.int(n))
 }

@@ -16,6 +16,10 @@ struct ji_prestarted {
 	int64_t at;  /* CLOCK_MONOTONIC just before it was started, in ns */
 };
 
+/* The spawn program compiled in (prestart_program.h) for neonbox-ns run
+ * as root or not; its length in *len. */
+const unsigned char *ji_spawn_program(int rootful, size_t *len);
+
 /* Fills out with the prestarted init and returns 1, once; else 0. */
 int ji_take_prestarted(struct ji_prestarted *out);
 
