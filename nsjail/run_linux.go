@@ -51,14 +51,13 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	network := o.Policy.Has(policies.Network)
 
-	// The seccomp filters and the cgroup depend on neither the jail
-	// nor the workspace lock: they are made meanwhile.
+	// The run dir and the cgroup depend on neither the jail nor the
+	// workspace lock: they are made meanwhile.
 	type side struct {
-		rd      runDir // reserved; made below; removing the zero runDir does nothing
-		filters [][]byte
-		cg      *cgroup.Cgroup
-		ci      cgroupInfo
-		se      *StepError
+		rd runDir // reserved; made below; removing the zero runDir does nothing
+		cg *cgroup.Cgroup
+		ci cgroupInfo
+		se *StepError
 	}
 	sideDone := make(chan side, 1)
 	var made *side
@@ -77,8 +76,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		// finds and removes what this one leaves if it is killed.
 		if sd.rd, err = reserveRunDir(o.StateDir, id); err != nil {
 			sd.se = stepError("state", err)
-		} else if sd.filters, err = compileFilters(o.Policy, o.StateDir); err != nil {
-			sd.se = stepError("seccomp", err)
 		} else if sd.cg, sd.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
 			sd.se = stepError("cgroup", err)
 		}
@@ -181,6 +178,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
+	// Made here rather than in the side goroutine: this one would
+	// otherwise only wait for that one.
+	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
 
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
@@ -188,12 +188,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(sd.se)
 		return r, nil
 	}
-	rd := sd.rd
+	if filtersErr != nil {
+		r.sandboxError(stepError("seccomp", filtersErr))
+		return r, nil
+	}
+	rd, cg := sd.rd, sd.cg
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
-	filters, cg := sd.filters, sd.cg
 	if j == nil {
 		// Born in its v2 cgroup, and after a --disk run dir's mount.
 		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, false); err != nil {
@@ -214,6 +217,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	_ = j.configure(cfg, cg) // a failure is in j.res for await
 	r.Phases.PrepareMS = ms(time.Since(t0))
 	handed = true
+	go warmReceiptJSON()
 	res := j.await(runCtx)
 	tSpawn := res.clone
 	// The jail's mounts go while the result is read, the workspace
