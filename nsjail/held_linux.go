@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -61,7 +62,7 @@ func (h *HeldRun) ids() overlay.IDMap {
 // ErrNoSuchRun is returned for a run id that is not held.
 var ErrNoSuchRun = errors.New("no such held run")
 
-var runIDRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+var runIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{16}$`) })
 
 func heldDir(stateDir string) string { return filepath.Join(stateDir, "held") }
 
@@ -93,7 +94,7 @@ func LoadHeld(stateDir, id string) (*HeldRun, error) {
 	if stateDir == "" {
 		stateDir = DefaultStateDir()
 	}
-	if !runIDRE.MatchString(id) {
+	if !runIDRE().MatchString(id) {
 		return nil, fmt.Errorf("%w: %q is not a run id", ErrNoSuchRun, id)
 	}
 	dir := filepath.Join(heldDir(stateDir), id)

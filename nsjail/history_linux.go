@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/neonbox/neonbox-ns/overlay"
@@ -34,7 +35,7 @@ func newTxnDir(stateDir, workspace, runID string) string {
 	return filepath.Join(txnRoot(stateDir, workspace), fmt.Sprintf("%020d-%s", time.Now().UnixNano(), runID))
 }
 
-var txnNameRE = regexp.MustCompile(`^[0-9]{20}-[0-9a-f]{16}$`)
+var txnNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{20}-[0-9a-f]{16}$`) })
 
 // txnDirs lists a workspace's transactions, oldest first.
 func txnDirs(stateDir, workspace string) ([]string, error) {
@@ -48,7 +49,7 @@ func txnDirs(stateDir, workspace string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() && txnNameRE.MatchString(e.Name()) { // not an undo's scratch dir
+		if e.IsDir() && txnNameRE().MatchString(e.Name()) { // not an undo's scratch dir
 			out = append(out, filepath.Join(root, e.Name()))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -15,8 +16,11 @@ import (
 	"github.com/neonbox/neonbox-ns/seccomp"
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// Compiled on first use, not at every start of neonbox-ns.
+var (
+	nameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
+	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+)
 
 // Validate checks p's values; it returns every problem found.
 func (p *Policy) Validate() []Problem {
@@ -24,7 +28,7 @@ func (p *Policy) Validate() []Problem {
 	bad := func(path, format string, a ...any) {
 		out = append(out, Problem{Path: path, Message: fmt.Sprintf(format, a...)})
 	}
-	if !nameRE.MatchString(p.Name) {
+	if !nameRE().MatchString(p.Name) {
 		bad("name", "want letters, digits, '.', '_' or '-', got %q", p.Name)
 	}
 	seen := map[Capability]bool{}
@@ -58,7 +62,7 @@ func (p *Policy) Validate() []Problem {
 	}
 	for i, e := range p.Env {
 		switch {
-		case !envNameRE.MatchString(e):
+		case !envNameRE().MatchString(e):
 			bad(fmt.Sprintf("env[%d]", i), "not a variable name: %q", e)
 		case LooksSecret(e):
 			bad(fmt.Sprintf("env[%d]", i), "%s looks like a secret; pass it with --keep-env %s --allow-secret %s instead", e, e, e)
