@@ -209,19 +209,21 @@ func (c *Cgroup) Delete() error {
 		return nil
 	}
 	var errs []error
-	if pids, err := c.procs(); err != nil {
-		errs = append(errs, fmt.Errorf("delete cgroup %s: %w", c.name, err))
-	} else if len(pids) > 0 {
-		errs = append(errs, c.Kill())
-	}
 	if c.fd >= 0 {
 		if err := unix.Close(c.fd); err != nil {
 			errs = append(errs, os.NewSyscallError("close", err))
 		}
 		c.fd = -1
 	}
-	for _, r := range c.runs {
-		errs = append(errs, rmdirTree(r.dir))
+	if !c.rmdirEmpty() {
+		if pids, err := c.procs(); err != nil {
+			errs = append(errs, fmt.Errorf("delete cgroup %s: %w", c.name, err))
+		} else if len(pids) > 0 {
+			errs = append(errs, c.Kill())
+		}
+		for _, r := range c.runs {
+			errs = append(errs, rmdirTree(r.dir))
+		}
 	}
 	for _, r := range c.runs {
 		errs = append(errs, rmdirShared(r.parent))
@@ -231,6 +233,20 @@ func (c *Cgroup) Delete() error {
 	}
 	c.deleted = true
 	return nil
+}
+
+// rmdirEmpty tries one rmdir per directory of c, which is all it takes
+// once a run's processes are gone, and reports whether they all went.
+// The kernel refuses it (EBUSY) while a process or a child cgroup is in
+// one; Delete then goes the long way.
+func (c *Cgroup) rmdirEmpty() bool {
+	gone := true
+	for _, r := range c.runs {
+		if err := unix.Rmdir(r.dir); err != nil && err != unix.ENOENT {
+			gone = false
+		}
+	}
+	return gone
 }
 
 // procs lists the processes in c and in any cgroup below it.
@@ -412,10 +428,10 @@ func rmdirTree(dir string) error {
 	// moment; retry EBUSY for up to a second.
 	pause := time.Millisecond
 	for deadline := time.Now().Add(time.Second); ; {
-		err = os.Remove(dir)
-		if err == nil || errors.Is(err, fs.ErrNotExist) {
+		if err = unix.Rmdir(dir); err == nil || err == unix.ENOENT {
 			return nil
 		}
+		err = &fs.PathError{Op: "rmdir", Path: dir, Err: err}
 		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return err
 		}
@@ -427,11 +443,11 @@ func rmdirTree(dir string) error {
 // rmdirShared removes the shared neonbox/ directory unless other runs are
 // still in it (or it is gone already).
 func rmdirShared(dir string) error {
-	err := os.Remove(dir)
-	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTEMPTY) {
+	err := unix.Rmdir(dir)
+	if err == nil || err == unix.ENOENT || err == unix.EBUSY || err == unix.ENOTEMPTY {
 		return nil
 	}
-	return err
+	return &fs.PathError{Op: "rmdir", Path: dir, Err: err}
 }
 
 // procsTree lists the processes in the cgroup dir and below it; a missing
