@@ -1,7 +1,6 @@
 package nsjail
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -322,9 +320,8 @@ func (d runDir) removeAfterCgroup(cgErr error) error {
 	return errors.Join(cgErr, d.removeAfter(func() error { return cgErr }))
 }
 
-// remove deletes the run directory. It refuses if anything below it is a
-// mount point in this mount namespace: removing through a mount would
-// delete what is mounted there.
+// remove deletes the run directory. It never removes through a mount
+// point (linux.RemoveAll): that would delete what is mounted there.
 func (d runDir) remove() error { return d.removeAfter(nil) }
 
 // removeAfter is remove, but for the owner file (the mark by which a
@@ -336,21 +333,11 @@ func (d runDir) removeAfter(others func() error) error {
 		return nil
 	}
 	// A --disk run dir is a tmpfs of its own: unmount it first (its
-	// contents go with it). Anything else mounted below is refused.
-	m, err := mountsBelow(d.path)
-	if err != nil {
-		return err
-	}
-	if slices.Contains(m, d.path) {
+	// contents go with it).
+	if mountRoot(d.path) {
 		if err := linux.Unmount(d.path, 0); err != nil {
 			return err
 		}
-		if m, err = mountsBelow(d.path); err != nil {
-			return err
-		}
-	}
-	if len(m) > 0 {
-		return fmt.Errorf("remove %s: still mounted: %s", d.path, strings.Join(m, ", "))
 	}
 	entries, err := os.ReadDir(d.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -369,11 +356,18 @@ func (d runDir) removeAfter(others func() error) error {
 	// Only the owner file is left, normally: two unlinks, not a walk.
 	err = os.Remove(filepath.Join(d.path, "owner"))
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
-		if err = os.Remove(d.path); err == nil || errors.Is(err, fs.ErrNotExist) {
+		if err = unix.Rmdir(d.path); err == nil || err == unix.ENOENT {
 			return nil
 		}
 	}
 	return removeTree(d.path)
+}
+
+// mountRoot reports whether p is the root of a mount.
+func mountRoot(p string) bool {
+	var st unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, 0, &st)
+	return err == nil && st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }
 
 // full reports whether the run dir's filesystem (a --disk tmpfs) has no
@@ -383,41 +377,7 @@ func (d runDir) full() bool {
 	return unix.Statfs(d.path, &st) == nil && (st.Bavail == 0 || st.Ffree == 0)
 }
 
-// removeTree is os.RemoveAll that also clears directories it may not
-// list: overlay leaves its work/work directory with mode 0.
-func removeTree(p string) error {
-	err := os.RemoveAll(p)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	_ = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
-		if e != nil && e.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(p)
-}
-
-// mountsBelow lists mount points at or below dir in this mount namespace.
-func mountsBelow(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := linux.UnescapeMountinfo(fields[4])
-		if within(mp, dir) {
-			out = append(out, mp)
-		}
-	}
-	return out, sc.Err()
-}
+// removeTree removes p and everything below it, never through a mount
+// point or a symlink, making unreadable directories readable on the way
+// (overlay leaves its work/work directory with mode 0).
+func removeTree(p string) error { return linux.RemoveAll(p) }
