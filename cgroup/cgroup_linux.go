@@ -235,6 +235,33 @@ func (c *Cgroup) Delete() error {
 	return nil
 }
 
+// Dirs lists the directories Delete removes: the run's own, and the
+// shared neonbox/ directories above them, which go when they are left
+// empty. For a process that removes them after this one (Disown).
+func (c *Cgroup) Dirs() (own, shared []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.runs {
+		own = append(own, r.dir)
+		if !slices.Contains(shared, r.parent) {
+			shared = append(shared, r.parent)
+		}
+	}
+	return own, shared
+}
+
+// Disown lets go of c without removing it: another process does (see
+// Dirs). It closes c's FD; c must not be used after.
+func (c *Cgroup) Disown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	c.deleted = true
+}
+
 // rmdirEmpty tries one rmdir per directory of c, which is all it takes
 // once a run's processes are gone, and reports whether they all went.
 // The kernel refuses it (EBUSY) while a process or a child cgroup is in

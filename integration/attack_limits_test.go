@@ -123,8 +123,7 @@ for i in range(%d):
 	added := r.rec["changes"].(map[string]any)["added"].([]any)
 	assert.Len(t, added, n+1)
 	assertSaneReceipt(t, r)
-	runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
-	assert.Empty(t, runs, "the run dir is cleaned up")
+	assert.Empty(t, runsLeft(t, e.state), "the run dir is cleaned up")
 }
 
 // A tree deeper than PATH_MAX cannot be committed; the run must fail
@@ -149,8 +148,7 @@ open("leaf", "w").write("leaf")
 		assert.Equal(t, before, testutil.Snapshot(t, e.ws), "a failed commit changed the workspace")
 		t.Logf("not committed: %s %v", r.status(), r.rec["error"])
 	}
-	runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
-	assert.Empty(t, runs, "the run dir is cleaned up")
+	assert.Empty(t, runsLeft(t, e.state), "the run dir is cleaned up")
 }
 
 // 255-byte, non-UTF-8 and control-character names, and binary output:

@@ -39,6 +39,24 @@ func TestConcurrentRunsOnOneWorkspace(t *testing.T) {
 	assert.Equal(t, "first\n", string(got), "the second run saw the first one's commit")
 }
 
+// runsLeft returns the run dirs left in state once cleanup is done: the
+// teardown helper of neonbox-ns exec removes a run's dir (and cgroup)
+// after neonbox-ns has exited, so it waits up to 10 s for them to go.
+func runsLeft(t *testing.T, state string) []string {
+	t.Helper()
+	var names []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		entries, _ := os.ReadDir(filepath.Join(state, "runs"))
+		names = names[:0]
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if len(names) == 0 || time.Now().After(deadline) {
+			return names
+		}
+	}
+}
+
 func hasRunDir(state string) bool {
 	entries, _ := os.ReadDir(filepath.Join(state, "runs"))
 	return len(entries) > 0

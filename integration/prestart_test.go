@@ -171,9 +171,7 @@ func TestSignalCancelsTheRun(t *testing.T) {
 			assert.Equal(t, "CANCELED", r["status"])
 			assert.Equal(t, true, r["rollback_performed"])
 			assert.NoFileExists(t, e.ws+"/f")
-			runs, err := os.ReadDir(e.state + "/runs")
-			require.NoError(t, err)
-			assert.Empty(t, runs)
+			assert.Empty(t, runsLeft(t, e.state))
 		})
 	}
 }

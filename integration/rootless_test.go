@@ -47,8 +47,7 @@ func TestRootlessRun(t *testing.T) {
 	st, err := os.Stat(filepath.Join(ws, "new.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(nobody), st.Sys().(*syscall.Stat_t).Uid)
-	runs, _ := os.ReadDir(filepath.Join(state, "runs"))
-	assert.Empty(t, runs)
+	assert.Empty(t, runsLeft(t, state))
 }
 
 func splitFields(s string) []string {

@@ -317,7 +317,7 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	if w.cg != nil {
 		r.readCgroup(w.cg)
 	}
-	r.finishWorkspace(&call, w.rd, p.ids, call.Logger)
+	r.finishWorkspace(&call, w.rd, p.ids, false, call.Logger)
 	r.Phases.FinishMS = ms(time.Since(res.exitTime))
 	r.TotalMS = ms(time.Since(t0))
 	return r, nil

@@ -82,8 +82,13 @@ type Phases struct {
 	RunMS float64 `json:"run_ms"`
 	// FinishMS: reading the cgroup, planning, commit or rollback.
 	FinishMS float64 `json:"finish_ms"`
-	// TeardownMS: removing the cgroup and the run dir.
+	// TeardownMS: removing the cgroup and the run dir; with
+	// TeardownHandedOver, handing them to the teardown helper.
 	TeardownMS float64 `json:"teardown_ms"`
+	// TeardownHandedOver: the helper that `neonbox-ns exec` forks
+	// removes the run's cgroup and run dir after neonbox-ns has exited
+	// (what it cannot remove, a later run's sweep does).
+	TeardownHandedOver bool `json:"teardown_handed_over,omitempty"`
 	// ParentPeakRSSKiB is the peak resident memory of the neonbox-ns
 	// process itself (VmHWM) when the run ended.
 	ParentPeakRSSKiB int64 `json:"parent_peak_rss_kib,omitempty"`
@@ -126,7 +131,9 @@ type Receipt struct {
 	// to its exit. CPUTimeMS is the run's user and system CPU time (from
 	// its cgroup; without one, of CMD and the children it waited for).
 	// SetupMS runs from the call to CMD's execve; CommitMS and
-	// RollbackMS were spent applying or throwing away the changes;
+	// RollbackMS were spent applying or throwing away the changes
+	// (RollbackMS is 0 when the teardown helper throws them away, after
+	// neonbox-ns has exited: see Phases.TeardownHandedOver);
 	// TotalMS is the whole call, and Phases splits it by step.
 	// PeakMemoryMB is the peak memory of the run's cgroup in MiB (0
 	// without a cgroup), PidsPeak the most tasks it held at once,

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
 	"github.com/neonbox/neonbox-ns/overlay"
 	"github.com/neonbox/neonbox-ns/policies"
 	"github.com/neonbox/neonbox-ns/seccomp"
@@ -43,6 +44,13 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	id := newRunID()
 	log := o.Logger.With("run", id)
+	// In `neonbox-ns exec`, a helper forked before the Go runtime
+	// removes the run's cgroup and run dir after neonbox-ns has exited.
+	// Not for a --disk run dir, a mount of its own.
+	var td *jailinit.Teardown
+	if o.DiskBytes == 0 {
+		td = jailinit.TakeTeardown() // once per process
+	}
 	var stdout, stderr *boundedBuffer
 	if o.CaptureOutput {
 		stdout = &boundedBuffer{limit: o.OutputLimit}
@@ -111,11 +119,31 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	var tFinished time.Time
 	var released chan struct{} // closed once the jail's mounts are gone
+	var ended *jailResult      // once the jail has ended, with its mount namespace if td takes it
+	var helper string          // td's identity, once known
 	defer func() {
+		sd := takeSide()
+		if td != nil {
+			err := handTeardown(td, helper, sd.cg, sd.rd, ended)
+			if err == nil {
+				r.Phases.TeardownHandedOver = true
+				r.TotalMS = ms(time.Since(t0))
+				r.Phases.ParentPeakRSSKiB = peakRSS()
+				if !tFinished.IsZero() {
+					r.Phases.TeardownMS = ms(time.Since(tFinished))
+				}
+				return
+			}
+			// Nothing was handed over: the cleanup is this process's.
+			log.Debug("teardown helper", "err", err)
+			_ = td.Close() // the helper exits
+			if ended != nil {
+				ended.releaseMountNS()
+			}
+		}
 		// However the run ends: the cgroup goes (Delete kills what is
 		// left) while the run dir is removed, but for its owner file,
 		// which goes last.
-		sd := takeSide()
 		cgDeleted := make(chan error, 1)
 		if cg := sd.cg; cg != nil {
 			go func() { cgDeleted <- cg.Delete() }()
@@ -181,6 +209,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// Made here rather than in the side goroutine: this one would
 	// otherwise only wait for that one.
 	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
+	if td != nil {
+		helper = helperIdentity(td)
+	}
 
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
@@ -220,11 +251,16 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	go warmReceiptJSON()
 	res := j.await(runCtx)
 	tSpawn := res.clone
-	// The jail's mounts go while the result is read, the workspace
-	// finished and the run dir removed (overlay only holds references
-	// to its upper and work dirs; nothing can use it any more).
-	released = make(chan struct{})
-	go func() { res.releaseMountNS(); close(released) }()
+	if td != nil {
+		ended = res // the helper takes its mount namespace
+	} else {
+		// The jail's mounts go while the result is read, the workspace
+		// finished and the run dir removed (overlay only holds
+		// references to its upper and work dirs; nothing can use it
+		// any more).
+		released = make(chan struct{})
+		go func() { res.releaseMountNS(); close(released) }()
+	}
 	if stdout != nil {
 		r.Stdout, r.StdoutTruncated = stdout.result()
 		r.Stderr, r.StderrTruncated = stderr.result()
@@ -252,7 +288,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 	}
 	log.Debug("jail ended", "status", r.Status, "exit", r.ExitCode)
-	r.finishWorkspace(&o, rd, ids, log)
+	r.finishWorkspace(&o, rd, ids, td != nil, log)
 	tFinished = time.Now()
 	r.Phases.FinishMS = ms(tFinished.Sub(res.exitTime))
 	return r, nil
@@ -349,8 +385,11 @@ func (r *Receipt) classify(res *jailResult) {
 }
 
 // finishWorkspace commits or discards the run's upper dir. It runs after
-// the jail's pid namespace is gone, and with it the overlay mount.
-func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.Logger) {
+// the jail's pid namespace is gone, and with it the overlay mount. With
+// handOver, a rollback leaves the upper dir to the teardown helper, which
+// removes the whole run dir after neonbox-ns has exited: nothing can
+// reach it any more, and a large one takes long to remove.
+func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, handOver bool, log *slog.Logger) {
 	if !o.Policy.Has(policies.FSWrite) {
 		return // the workspace was read-only: nothing to commit or undo
 	}
@@ -407,12 +446,15 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, log *slog.L
 		r.Committed = true
 		return
 	}
+	r.RollbackPerformed = true
+	if handOver {
+		return
+	}
 	t := time.Now()
 	if err := rd.discardUpper(); err != nil {
 		r.Warnings = append(r.Warnings, "discard changes: "+err.Error())
 	}
 	r.RollbackMS = ms(time.Since(t))
-	r.RollbackPerformed = true
 }
 
 // commitPlan commits plan as a transaction kept for undo, or, with the

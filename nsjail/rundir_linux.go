@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -103,7 +104,8 @@ func reserveRunDir(stateDir, id string) (runDir, error) {
 
 // writeOwner writes the owner file whole or not at all (a run killed
 // half way through leaves a run dir without an owner, not one with a
-// garbled owner, which would be taken for another run's).
+// garbled owner, which would be taken for another run's): a line per
+// owner, this process first.
 func (d runDir) writeOwner() error {
 	tmp := filepath.Join(d.path, "owner.tmp")
 	if err := os.WriteFile(tmp, []byte(selfIdentity()), 0o600); err != nil {
@@ -232,7 +234,9 @@ func sized(get func(b []byte) (int, error)) ([]byte, error) {
 var selfIdentity = sync.OnceValue(func() string { return processIdentity(os.Getpid()) })
 
 // processIdentity names a live process so that a recycled pid is not
-// mistaken for it: "pid starttime" (/proc/<pid>/stat, field 22).
+// mistaken for it: "pid starttime" (/proc/<pid>/stat, field 22); "" for
+// a process that has exited, zombies included (a teardown helper outlives
+// its parent, and its new one may be slow to reap it).
 func processIdentity(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -244,7 +248,7 @@ func processIdentity(pid int) string {
 		return ""
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
 		return ""
 	}
 	return fmt.Sprintf("%d %s", pid, f[19])
@@ -283,9 +287,8 @@ func sweepAbandoned(stateDir string) []string {
 		case err != nil:
 			continue // not ours to read
 		default:
-			var pid int
-			if _, err := fmt.Sscanf(string(owner), "%d", &pid); err != nil || processIdentity(pid) == string(owner) {
-				continue // its process is alive
+			if ownerAlive(string(owner)) {
+				continue
 			}
 		}
 		if txn, err := os.ReadFile(filepath.Join(d.path, committingMarker)); err == nil {
@@ -297,10 +300,40 @@ func sweepAbandoned(stateDir string) []string {
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("could not clean up abandoned run %s: %v", e.Name(), err))
 		} else {
-			notes = append(notes, fmt.Sprintf("cleaned up run %s, abandoned by a neonbox-ns that died", e.Name()))
+			notes = append(notes, fmt.Sprintf("cleaned up run %s, abandoned by a neonbox-ns (or its teardown helper) that died", e.Name()))
 		}
 	}
 	return notes
+}
+
+// addOwner adds the identity of another owner, the teardown helper that
+// takes over the run's cleanup from this process, to the owner file. One
+// small append: a reader sees the file before or after it, and this
+// process, alive until it returns, is an owner either way.
+func (d runDir) addOwner(identity string) error {
+	fd, err := unix.Open(filepath.Join(d.path, "owner"), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: filepath.Join(d.path, "owner"), Err: err}
+	}
+	defer unix.Close(fd)
+	line := "\n" + identity
+	if n, err := unix.Write(fd, []byte(line)); err != nil || n != len(line) {
+		return &fs.PathError{Op: "write", Path: filepath.Join(d.path, "owner"), Err: cmp.Or(err, error(unix.EIO))}
+	}
+	return nil
+}
+
+// ownerAlive reports whether any process named in an owner file (a line
+// each, see writeOwner) is alive. An unreadable owner counts as alive:
+// the run dir is not known to be abandoned.
+func ownerAlive(owner string) bool {
+	for _, line := range strings.Split(owner, "\n") {
+		var pid int
+		if _, err := fmt.Sscanf(line, "%d", &pid); err != nil || processIdentity(pid) == line {
+			return true
+		}
+	}
+	return false
 }
 
 // discardUpper throws the run's changes away: that is the rollback.

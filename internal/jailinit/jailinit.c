@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "jailinit.h"
+#include "teardown.h"
 
 #define MAX_MSG (1 << 20)
 #define MAX_MARKS 32
@@ -884,6 +885,11 @@ __attribute__((constructor)) static void neonbox_init(int argc, char **argv, cha
 	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], JI_NAME) != 0)
 		return;
 	mark("started");
+	// `neonbox-ns exec` gives its init the teardown helper's socket: the
+	// helper is forked from here, still in neonbox-ns's namespaces and
+	// with its credentials (teardown.c).
+	if (argc > 1 && argv[1] && strcmp(argv[1], JT_INIT_ARG) == 0)
+		jt_fork_from_init(JT_INIT_FD);
 	// Nothing but stdin, stdout and stderr may reach CMD: not the sync
 	// socket (its closing at execve tells the parent exec worked), and
 	// not any descriptor the caller left open without close-on-exec (a

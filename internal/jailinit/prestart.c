@@ -15,6 +15,11 @@
 // It is not prestarted on a host with a unified cgroup2 hierarchy, where
 // the init is born in its run's cgroup (CLONE_INTO_CGROUP) and so cannot
 // start before the cgroup exists.
+//
+// The init forks the teardown helper (teardown.c), which does the run's
+// cleanup after neonbox-ns has exited, from its own small process: a
+// fork of neonbox-ns would cost neonbox-ns's start the copy-on-write
+// faults of every page its Go runtime then writes.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +35,7 @@
 #include "jailinit.h"
 #include "prestart.h"
 #include "prestart_program.h"
+#include "teardown.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -105,9 +111,12 @@ static void exec_fail(int sock, const char *op, const char *path, int err)
 
 // The child of vfork shares this process's memory until its execve: it
 // makes only system calls, and on a failure says which one and exits.
-static void exec_init(int sock, pid_t parent)
+// With a teardown socket (td >= 0) the init forks the teardown helper
+// first thing (teardown.c) and hands it td, as fd JT_INIT_FD.
+static void exec_init(int sock, int td, pid_t parent)
 {
 	static char *const argv[] = {JI_NAME, NULL};
+	static char *const argv_td[] = {JI_NAME, JT_INIT_ARG, NULL};
 	static char *const envp[] = {NULL};
 	// A session of its own: the jail cannot reach the caller's
 	// terminal through /dev/tty (as os/exec's Setsid for a fresh init).
@@ -119,26 +128,32 @@ static void exec_init(int sock, pid_t parent)
 		exec_failed = 1;
 		_exit(127); // neonbox-ns is gone: nobody to tell
 	}
-	// sock > JI_SYNC_FD: the socketpair's first end took the lowest
-	// free descriptor, above stderr.
+	// Both sockets are above stderr (see prestart_init); either may sit
+	// on the other's target, so td moves out of the way first.
+	if (td >= 0 && (td = fcntl(td, F_DUPFD_CLOEXEC, 10)) < 0)
+		exec_fail(sock, "fcntl F_DUPFD", "", errno);
 	if (dup3(sock, JI_SYNC_FD, 0) < 0)
 		exec_fail(sock, "dup3", "", errno);
-	execve("/proc/self/exe", argv, envp);
+	if (td >= 0 && dup3(td, JT_INIT_FD, 0) < 0)
+		exec_fail(JI_SYNC_FD, "dup3", "", errno);
+	execve("/proc/self/exe", td >= 0 ? argv_td : argv, envp);
 	exec_fail(JI_SYNC_FD, "execve", "/proc/self/exe", errno);
 }
 
-// glibc passes argc, argv and envp to constructors.
-__attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
+static void prestart_init(void)
 {
-	(void)envp;
-	if (!wanted(argc, argv))
-		return;
 	int pair[2], mapped[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
 		return;
+	// The teardown helper's socket: this process keeps one end (jt_take),
+	// the init gets the other (-1: no helper).
+	int td = jt_prestart_socket();
 	if (pipe2(mapped, O_CLOEXEC) < 0) {
 		close(pair[0]);
 		close(pair[1]);
+		if (td >= 0)
+			close(td);
+		jt_prestart_failed();
 		return;
 	}
 	int rootful = geteuid() == 0;
@@ -154,9 +169,13 @@ __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv,
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();
 		if (pid == 0)
-			exec_init(pair[1], self);
+			exec_init(pair[1], td, self);
 	}
 	close(pair[1]);
+	if (td >= 0)
+		close(td);
+	if (pid < 0 || exec_failed)
+		jt_prestart_failed();
 	close(mapped[0]);
 	if (pid < 0) {
 		close(pair[0]);
@@ -171,4 +190,13 @@ __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv,
 		.failed = exec_failed,
 		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
 	};
+}
+
+// glibc passes argc, argv and envp to constructors.
+__attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (!wanted(argc, argv))
+		return;
+	prestart_init();
 }

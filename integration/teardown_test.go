@@ -1,0 +1,52 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// neonbox-ns exec hands its run's cleanup to the teardown helper and
+// exits: the run dir and the cgroup go all the same, after it.
+func TestExecHandsItsCleanupToAHelper(t *testing.T) {
+	e := newEnv(t)
+	r := e.exec(t, "", []string{"--json"}, "sh", "-c", "echo x > f")
+	require.Equal(t, 0, r.code, r.stderr)
+	rec := decodeReceipt(t, r.stdout)
+	assert.Equal(t, true, rec["committed"])
+	phases := rec["phases"].(map[string]any)
+	assert.Equal(t, true, phases["teardown_handed_over"])
+	id := rec["id"].(string)
+	assert.Empty(t, runsLeft(t, e.state), "the run dir goes")
+	waitFor(t, func() bool { return len(runCgroups("run-"+id)) == 0 })
+
+	// A --disk run dir is a mount of its own: neonbox-ns removes it
+	// itself, before it exits.
+	r = e.exec(t, "", []string{"--json", "--disk", "16M"}, "true")
+	require.Equal(t, 0, r.code, r.stderr)
+	rec = decodeReceipt(t, r.stdout)
+	assert.Nil(t, rec["phases"].(map[string]any)["teardown_handed_over"])
+	runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+	assert.Empty(t, runs)
+	assert.Empty(t, runCgroups("run-"+rec["id"].(string)))
+}
+
+// What the helper's C leaves (a tree deeper than it goes), neonbox-ns's
+// Go code, which it re-executes, removes.
+func TestTeardownHelperLeavesDeepTreesToGo(t *testing.T) {
+	e := newEnv(t)
+	r := e.exec(t, "", []string{"--json"}, "sh", "-c", `mkdir -p "$(printf 'd/%.0s' $(seq 300))" && exit 3`)
+	require.Equal(t, 3, r.code, r.stderr)
+	rec := decodeReceipt(t, r.stdout)
+	assert.Equal(t, true, rec["rollback_performed"])
+	assert.Equal(t, true, rec["phases"].(map[string]any)["teardown_handed_over"])
+	assert.Empty(t, runsLeft(t, e.state), "the run dir goes")
+	waitFor(t, func() bool { return len(runCgroups("run-"+rec["id"].(string))) == 0 })
+	// Nothing was left for a later run's sweep.
+	r = e.exec(t, "", nil, "true")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, "cleaned up run")
+}

@@ -1,0 +1,328 @@
+// The teardown helper (teardown.h). Runs on the host: forked by the init
+// of `neonbox-ns exec` at its start, before it unshares anything, it waits
+// for one job and does it after neonbox-ns has written the receipt and
+// exited, so that the caller does not wait for the removal of the run's
+// cgroup and run dir, nor for the RCU grace period of the jail's unmount.
+//
+//   neonbox-ns (constructor, then Go)    init's first process    helper
+//   -----------------------------------  ----------------------  ------------------
+//   socketpair; vfork+exec the init   -> fd JT_INIT_FD: fork  -> closes all but
+//      with one end                      close it, go on          its socket;
+//                                                                 sends its pid
+//   reads the pid (owner file)        <-----------------------------'   recvmsg
+//   run ... receipt written
+//   sendmsg(job, mount ns fd), exit   ----------------------------> close the fd
+//                                                                 (unmount), the
+//                                                                 ops; exit
+//   (or exit without a job)                                       EOF: exit
+//
+// Only system calls run here (a test forks it from a multi-threaded Go
+// process): no allocation, no stdio.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "teardown.h"
+
+#ifndef DT_UNKNOWN
+#define DT_UNKNOWN 0
+#define DT_DIR 4
+#endif
+
+// Deeper trees (a jail can make any) are left to a later run's sweep,
+// in Go.
+#define MAX_DEPTH 128
+#define MAX_FDS 4
+
+struct dirent64 {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+static int remove_at(int parent, const char *name, unsigned char type, int depth);
+
+// rmdir_retry removes a cgroup directory. Right after its last task has
+// exited a cgroup can be busy for a moment: EBUSY is retried for up to a
+// second.
+static int rmdir_retry(const char *path)
+{
+	struct timespec pause = {0, 1000000};
+	long waited = 0;
+	for (;;) {
+		if (rmdir(path) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || waited >= 1000000000L)
+			return -1;
+		while (nanosleep(&pause, NULL) < 0 && errno == EINTR)
+			;
+		waited += pause.tv_nsec;
+		pause.tv_nsec = pause.tv_nsec * 2 > 100000000L ? 100000000L : pause.tv_nsec * 2;
+	}
+}
+
+// open_below opens the directory name in parent for listing, refusing a
+// symlink and a mount point.
+static int open_below(int parent, const char *name)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS,
+	};
+	long fd;
+	do
+		fd = syscall(SYS_openat2, parent, name, &how, sizeof(how));
+	while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+	return (int)fd;
+}
+
+// empty_dir removes every entry of the directory fd but skip (if any).
+static int empty_dir(int fd, int depth, const char *skip)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	int rc = 0;
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return rc;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->reclen;
+			if (!strcmp(d->name, ".") || !strcmp(d->name, "..") || (skip && !strcmp(d->name, skip)))
+				continue;
+			if (remove_at(fd, d->name, d->type, depth + 1) < 0)
+				rc = -1;
+		}
+	}
+}
+
+// remove_at removes name in parent and everything below it, as
+// linux.RemoveAll does: an empty directory is one rmdir; a mount point
+// (rmdir says EBUSY; openat2 EXDEV) and what is below it stay.
+static int remove_at(int parent, const char *name, unsigned char type, int depth)
+{
+	if (type != DT_DIR && type != DT_UNKNOWN)
+		return unlinkat(parent, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+	if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+		return 0;
+	if (errno == ENOTDIR)
+		return unlinkat(parent, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+	if ((errno != ENOTEMPTY && errno != EEXIST) || depth >= MAX_DEPTH)
+		return -1;
+	int fd = open_below(parent, name);
+	// Overlay leaves work/work with mode 0: its owner makes it listable.
+	if (fd < 0 && errno == EACCES && fchmodat(parent, name, 0700, 0) == 0)
+		fd = open_below(parent, name);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	int rc = -1;
+	// Entries removed while the directory is read may make the listing
+	// skip others: then it is read again.
+	for (int pass = 0; pass < 3; pass++) {
+		if (empty_dir(fd, depth, NULL) < 0)
+			break;
+		if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+			rc = 0;
+			break;
+		}
+		if (errno != ENOTEMPTY || lseek(fd, 0, SEEK_SET) < 0)
+			break;
+	}
+	close(fd);
+	return rc;
+}
+
+// remove_rundir empties the run dir but for its owner file, then, if
+// cgroups_gone, removes the owner file and the directory.
+static int remove_rundir(const char *path, int cgroups_gone)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	int rc = empty_dir(fd, 0, "owner");
+	if (rc == 0 && cgroups_gone && unlinkat(fd, "owner", 0) < 0 && errno != ENOENT)
+		rc = -1;
+	close(fd);
+	if (rc < 0 || !cgroups_gone)
+		return -1;
+	return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+// run does the job in msg (n bytes): see teardown.h. *rundir is the
+// run dir it names, if any.
+static int run(const char *msg, size_t n, const char **rundir)
+{
+	static const char magic[] = JT_MAGIC;
+	if (n < sizeof(magic) || memcmp(msg, magic, sizeof(magic)) != 0 || msg[n - 1] != '\0')
+		return -1;
+	int cgroups_gone = 1, rc = 0;
+	for (const char *p = msg + sizeof(magic), *end = msg + n; p < end;) {
+		const char *op = p;
+		p += strlen(p) + 1;
+		if (p >= end)
+			return -1;
+		const char *path = p;
+		p += strlen(p) + 1;
+		if (!strcmp(op, "cgroup")) {
+			if (rmdir_retry(path) < 0)
+				cgroups_gone = 0;
+		} else if (!strcmp(op, "shared")) {
+			(void)rmdir(path);
+		} else if (!strcmp(op, "rundir")) {
+			*rundir = path;
+			if (remove_rundir(path, cgroups_gone) < 0)
+				rc = -1;
+		} else {
+			return -1;
+		}
+	}
+	return cgroups_gone && rc == 0 ? 0 : -1;
+}
+
+// settle detaches the helper from everything it was forked with but
+// sock: it must not keep the caller's pipes open (a caller reading
+// neonbox-ns's output to its end would wait for it), nor the init's
+// sync socket.
+static void settle(int sock, int from_go)
+{
+	// Its own session: a signal for neonbox-ns's process group (^C, a
+	// hangup) is not for it. (The init's is its own already.)
+	(void)setsid();
+	if (from_go) {
+		// A test forked it from Go, whose handlers cannot run here.
+		for (int sig = 1; sig < NSIG; sig++)
+			(void)signal(sig, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+	}
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3; fd++)
+		if (null >= 0 && fd != sock)
+			(void)dup2(null, fd);
+	if (sock > 3)
+		(void)syscall(SYS_close_range, 3, sock - 1, 0);
+	(void)syscall(SYS_close_range, sock + 1, ~0U, 0);
+}
+
+// helper_main is the helper: it says its pid, then waits for its job.
+static void __attribute__((noreturn)) helper_main(int sock, int from_go)
+{
+	settle(sock, from_go);
+	int32_t pid = getpid();
+	if (send(sock, &pid, sizeof(pid), MSG_NOSIGNAL) != sizeof(pid))
+		_exit(0);
+	static char msg[1 << 16];
+	union {
+		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {msg, sizeof(msg)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf)};
+	ssize_t n;
+	while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	close(sock);
+	// The jail's mount namespace: closing the last reference unmounts
+	// the jail's tree (and waits for an RCU grace period).
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int fds[MAX_FDS];
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			memcpy(fds, CMSG_DATA(c), k * sizeof(int));
+			for (size_t i = 0; i < k && i < MAX_FDS; i++)
+				close(fds[i]);
+		}
+	}
+	if (n <= 0 || (mh.msg_flags & MSG_TRUNC))
+		_exit(0);
+	const char *rundir = NULL;
+	if (run(msg, (size_t)n, &rundir) == 0)
+		_exit(0);
+	// Go finishes what is left (not from a test: that binary is no
+	// neonbox-ns).
+	if (rundir && !from_go) {
+		char *const argv[] = {JT_FALLBACK_NAME, (char *)rundir, NULL};
+		static char *const envp[] = {NULL};
+		execve("/proc/self/exe", argv, envp);
+	}
+	_exit(1);
+}
+
+int jt_start(struct jt_helper *out)
+{
+	int pair[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pair[0]); // else it would never see EOF
+		helper_main(pair[1], 1);
+	}
+	int err = errno;
+	close(pair[1]);
+	if (pid < 0) {
+		close(pair[0]);
+		errno = err;
+		return -1;
+	}
+	*out = (struct jt_helper){.sock = pair[0]};
+	return 0;
+}
+
+void jt_fork_from_init(int sock)
+{
+	// On a failure there is no helper: neonbox-ns reads EOF and cleans
+	// up itself.
+	if (fork() == 0)
+		helper_main(sock, 0);
+	close(sock);
+}
+
+static int prestarted = -1;
+
+int jt_prestart_socket(void)
+{
+	int pair[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+		return -1;
+	// With stdin, stdout or stderr closed, an end would take its number.
+	if (pair[0] <= 2 || pair[1] <= 2) {
+		close(pair[0]);
+		close(pair[1]);
+		return -1;
+	}
+	prestarted = pair[0];
+	return pair[1];
+}
+
+void jt_prestart_failed(void)
+{
+	if (prestarted >= 0)
+		close(prestarted);
+	prestarted = -1;
+}
+
+int jt_take(struct jt_helper *out)
+{
+	if (prestarted < 0)
+		return 0;
+	*out = (struct jt_helper){.sock = prestarted};
+	prestarted = -1;
+	return 1;
+}

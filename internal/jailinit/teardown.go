@@ -1,0 +1,144 @@
+package jailinit
+
+/*
+#include "teardown.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// Teardown is a helper process that removes a run's cgroup and run dir
+// after neonbox-ns has exited (teardown.c): the init of `neonbox-ns exec`
+// forks it at its start, so the caller of neonbox-ns does not wait for
+// the cleanup. It takes one job; it exits at once if its socket closes
+// without one (neonbox-ns ended first).
+type Teardown struct {
+	sock *os.File
+	pid  int
+}
+
+// TeardownFallback is argv[0] under which the helper re-executes the
+// binary when it could not remove all of a run (a cgroup still busy, a
+// very deep tree), with the run dir as its argument: the binary's Go
+// then removes the run (package nsjail registers it with reexec).
+const TeardownFallback = C.JT_FALLBACK_NAME
+
+// TeardownJob is what the helper removes, in this order: the run's
+// cgroup directories (rmdir, EBUSY retried for a second), the shared
+// parents they leave empty, then the run dir's contents and, if every
+// cgroup directory went, its owner file and the run dir itself. MountNS,
+// the jail's mount namespace, is closed first.
+type TeardownJob struct {
+	Cgroups []string
+	Shared  []string
+	RunDir  string
+	MountNS *os.File
+}
+
+// TakeTeardown returns the helper of `neonbox-ns exec`, once; nil in a
+// binary that starts none (see prestart.c) and after the first call. Its
+// Pid says whether it started.
+func TakeTeardown() *Teardown {
+	var h C.struct_jt_helper
+	if C.jt_take(&h) == 0 {
+		return nil
+	}
+	return &Teardown{sock: os.NewFile(uintptr(h.sock), "neonbox-teardown")}
+}
+
+// StartTeardown forks a helper from this process (tests: neonbox-ns's
+// init forks its own). The caller reaps it (Wait).
+func StartTeardown() (*Teardown, error) {
+	var h C.struct_jt_helper
+	if r, err := C.jt_start(&h); r != 0 {
+		return nil, fmt.Errorf("start teardown helper: %w", err)
+	}
+	return &Teardown{sock: os.NewFile(uintptr(h.sock), "neonbox-teardown")}, nil
+}
+
+// Pid returns the helper's pid, which it sends first; it waits for it.
+// An error means there is no helper (its init could not start it).
+func (t *Teardown) Pid() (int, error) {
+	if t.pid > 0 {
+		return t.pid, nil
+	}
+	var b [4]byte
+	n, err := t.sock.Read(b[:])
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("a message of %d bytes", n)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("teardown helper: read its pid: %w", err)
+	}
+	t.pid = int(int32(binary.NativeEndian.Uint32(b[:])))
+	return t.pid, nil
+}
+
+// Hand gives the helper its job and lets go of it. Once Hand has
+// returned nil the helper owns what the job names (the caller may close
+// its MountNS: the helper has its own); on an error nothing was handed
+// over (the helper exits) and the caller cleans up itself.
+func (t *Teardown) Hand(job TeardownJob) error {
+	defer t.sock.Close()
+	var b strings.Builder
+	b.WriteString(C.JT_MAGIC + "\x00")
+	add := func(op, path string) error {
+		if path == "" || strings.IndexByte(path, 0) >= 0 {
+			return fmt.Errorf("teardown helper: bad path %q", path)
+		}
+		b.WriteString(op + "\x00" + path + "\x00")
+		return nil
+	}
+	var errs []error
+	for _, d := range job.Cgroups {
+		errs = append(errs, add("cgroup", d))
+	}
+	for _, d := range job.Shared {
+		errs = append(errs, add("shared", d))
+	}
+	if job.RunDir != "" {
+		errs = append(errs, add("rundir", job.RunDir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if b.Len() > 1<<16 {
+		return fmt.Errorf("teardown helper: job of %d bytes is too long", b.Len())
+	}
+	var rights []byte
+	if job.MountNS != nil {
+		rights = syscall.UnixRights(int(job.MountNS.Fd()))
+	}
+	if err := syscall.Sendmsg(int(t.sock.Fd()), []byte(b.String()), rights, nil, syscall.MSG_NOSIGNAL); err != nil {
+		return fmt.Errorf("teardown helper: %w", os.NewSyscallError("sendmsg", err))
+	}
+	return nil
+}
+
+// Close lets go of the helper without a job: it exits.
+func (t *Teardown) Close() error { return t.sock.Close() }
+
+// Wait reaps a helper from StartTeardown (tests) and reports whether it
+// did all of its job.
+func (t *Teardown) Wait() (bool, error) {
+	pid, err := t.Pid()
+	if err != nil {
+		return false, err
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false, err
+	}
+	st, err := p.Wait()
+	if err != nil {
+		return false, err
+	}
+	return st.Success(), nil
+}

@@ -1,0 +1,64 @@
+/*
+ * The teardown helper: a process the init of `neonbox-ns exec` forks at
+ * its start, which finishes a run's cleanup after neonbox-ns has written
+ * the receipt and exited (teardown.c).
+ *
+ * It first sends its pid (an int32). Go hands it one job: one
+ * SOCK_SEQPACKET message
+ *
+ *   "NBT1" NUL  { op NUL path NUL } ...
+ *
+ * with the jail's mount namespace as an SCM_RIGHTS descriptor, or none.
+ * The helper closes the descriptor (the jail's mounts go), then runs the
+ * ops in order:
+ *
+ *   cgroup  rmdir path, retrying EBUSY for up to a second
+ *   shared  rmdir path; EBUSY, ENOTEMPTY and ENOENT are fine (others'
+ *           runs are still in it)
+ *   rundir  remove everything in the run dir path but its owner file,
+ *           never through a mount point or a symlink; then, if every
+ *           cgroup op succeeded, the owner file and the directory
+ *
+ * What it cannot remove (a cgroup still busy after a second, a tree
+ * deeper than it goes), it leaves to Go: it re-executes neonbox-ns as
+ * JT_FALLBACK_NAME with the run dir, which removes the run as a later
+ * run's sweep would. Failing that, it all stays with the owner file for
+ * that sweep, as after a neonbox-ns killed with SIGKILL. With no job
+ * (the socket closes first) it exits at once.
+ */
+#ifndef NEONBOX_TEARDOWN_H
+#define NEONBOX_TEARDOWN_H
+
+#include <sys/types.h>
+
+#define JT_MAGIC "NBT1"
+#define JT_INIT_ARG "--teardown-helper" /* argv[1] of an init that forks it */
+#define JT_INIT_FD 4                     /* its socket, in that init */
+/* argv[0] under which the helper re-executes neonbox-ns when it could
+ * not remove everything: Go finishes the job (package nsjail). */
+#define JT_FALLBACK_NAME "neonbox-teardown"
+
+struct jt_helper {
+	int sock; /* this end of its socket; the helper sends its pid first */
+};
+
+/* Forks a helper from this process (tests). From a process that already
+ * runs other threads, the child makes only system calls. 0, or -1 with
+ * errno. */
+int jt_start(struct jt_helper *out);
+
+/* In the init's first process: forks the helper with sock, and closes
+ * sock here. */
+void jt_fork_from_init(int sock);
+
+/* In neonbox-ns's constructor (prestart.c): makes the helper's socket,
+ * keeps one end and returns the other for the init (-1: none); and
+ * lets go of it when the init could not be started. */
+int jt_prestart_socket(void);
+void jt_prestart_failed(void);
+
+/* Fills out with the prestarted helper's socket and returns 1, once;
+ * else 0. */
+int jt_take(struct jt_helper *out);
+
+#endif

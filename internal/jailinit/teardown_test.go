@@ -1,0 +1,173 @@
+package jailinit_test
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
+	"github.com/neonbox/neonbox-ns/internal/testutil"
+)
+
+// fakeRun makes a run dir as a run leaves it: an upper dir with what CMD
+// wrote, overlay's work dir (work/work with mode 0) and the owner file;
+// and, for its cgroup, a directory with a shared parent.
+func fakeRun(t *testing.T) (runDir, cg, shared, outside string) {
+	base := t.TempDir()
+	outside = filepath.Join(base, "outside")
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o644))
+	runDir = filepath.Join(base, "runs", "0123456789abcdef")
+	require.NoError(t, os.MkdirAll(filepath.Join(runDir, "upper", "a", "b"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(runDir, "upper", "a", "b", "f"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(runDir, "upper", "link")))
+	require.NoError(t, os.MkdirAll(filepath.Join(runDir, "work", "work", "incompat", "volatile"), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(runDir, "work", "work"), 0))
+	require.NoError(t, os.WriteFile(filepath.Join(runDir, "owner"), []byte("1 2"), 0o600))
+	shared = filepath.Join(base, "cgroup", "neonbox")
+	cg = filepath.Join(shared, "run-0123456789abcdef")
+	require.NoError(t, os.MkdirAll(cg, 0o755))
+	return runDir, cg, shared, outside
+}
+
+func startTeardown(t *testing.T) *jailinit.Teardown {
+	h, err := jailinit.StartTeardown()
+	require.NoError(t, err)
+	_, err = h.Pid()
+	require.NoError(t, err)
+	return h
+}
+
+func TestTeardownRemovesItsJob(t *testing.T) {
+	runDir, cg, shared, outside := fakeRun(t)
+	h := startTeardown(t)
+	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
+	ok, err := h.Wait()
+	require.NoError(t, err)
+	assert.True(t, ok, "the helper did its whole job")
+	assert.NoDirExists(t, runDir)
+	assert.NoDirExists(t, cg)
+	assert.NoDirExists(t, shared, "the shared parent, left empty, goes")
+	assert.FileExists(t, filepath.Join(outside, "keep"), "not through a symlink")
+}
+
+// The jail's mount namespace is handed over, so that its unmount (and
+// RCU grace period) is the helper's: it lets go of it before its other
+// work. Here the helper is kept busy by a cgroup that stays busy (a
+// mount point: rmdir says EBUSY, retried for a second).
+func TestTeardownTakesTheMountNamespace(t *testing.T) {
+	testutil.RequireRoot(t)
+	runDir, cg, _, outside := fakeRun(t)
+	require.NoError(t, unix.Mount(outside, cg, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(cg, unix.MNT_DETACH) })
+	ns, err := os.Open("/proc/self/ns/mnt")
+	require.NoError(t, err)
+	defer ns.Close()
+	var before unix.Stat_t
+	require.NoError(t, unix.Fstat(int(ns.Fd()), &before))
+
+	h := startTeardown(t)
+	pid, _ := h.Pid()
+	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir, MountNS: ns}))
+	// The helper holds a descriptor of this mount namespace, or had one:
+	// within its second of retries, none is left open in it.
+	held := func() bool {
+		fds, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+		for _, fd := range fds {
+			var st unix.Stat_t
+			if unix.Stat(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()), &st) == nil && st.Ino == before.Ino && st.Dev == before.Dev {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for held() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.False(t, held(), "the helper let go of the mount namespace before its other work")
+	alive := unix.Kill(pid, 0) == nil
+	ok, err := h.Wait()
+	require.NoError(t, err)
+	assert.False(t, ok, "the busy cgroup stayed")
+	assert.True(t, alive, "the helper was still retrying the busy cgroup")
+	assert.FileExists(t, filepath.Join(runDir, "owner"))
+}
+
+// What the helper cannot remove stays with the owner file, so that a
+// later run's sweep finds and removes it.
+func TestTeardownKeepsTheOwnerOfWhatStays(t *testing.T) {
+	t.Run("a cgroup that will not go", func(t *testing.T) {
+		runDir, cg, shared, _ := fakeRun(t)
+		require.NoError(t, os.Mkdir(filepath.Join(cg, "child"), 0o755)) // rmdir: ENOTEMPTY
+		h := startTeardown(t)
+		require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
+		ok, err := h.Wait()
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.DirExists(t, cg)
+		assert.FileExists(t, filepath.Join(runDir, "owner"))
+		assert.NoDirExists(t, filepath.Join(runDir, "upper"), "the rest of the run dir goes")
+	})
+
+	t.Run("a mount in the run dir", func(t *testing.T) {
+		testutil.RequireRoot(t)
+		runDir, cg, shared, outside := fakeRun(t)
+		mnt := filepath.Join(runDir, "upper", "a", "b")
+		require.NoError(t, unix.Mount(outside, mnt, "", unix.MS_BIND, ""))
+		t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+		h := startTeardown(t)
+		require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
+		ok, err := h.Wait()
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.FileExists(t, filepath.Join(outside, "keep"), "nothing below a mount point is removed")
+		assert.FileExists(t, filepath.Join(runDir, "owner"))
+		assert.NoDirExists(t, cg, "the cgroup goes")
+	})
+}
+
+func TestTeardownWithoutAJobExits(t *testing.T) {
+	runDir, cg, _, _ := fakeRun(t)
+	h := startTeardown(t)
+	require.NoError(t, h.Close())
+	ok, err := h.Wait()
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.DirExists(t, runDir, "nothing was handed over")
+	assert.DirExists(t, cg)
+}
+
+// The helper outlives neonbox-ns: once it has its job it must not hold
+// the caller's pipes (a caller reading neonbox-ns's output to its end
+// would wait for it). Here it is kept busy by a cgroup that stays busy
+// (a mount point: rmdir says EBUSY, retried for a second).
+func TestTeardownHoldsNoDescriptorOfItsParent(t *testing.T) {
+	testutil.RequireRoot(t)
+	runDir, cg, _, outside := fakeRun(t)
+	require.NoError(t, unix.Mount(outside, cg, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(cg, unix.MNT_DETACH) })
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	h := startTeardown(t) // forked while w is open
+	w.Close()
+	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir}))
+	require.NoError(t, r.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
+	_, err = r.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the helper let go of the pipe")
+	pid, _ := h.Pid()
+	sid, err := unix.Getsid(pid)
+	require.NoError(t, err)
+	assert.Equal(t, pid, sid, "a session of its own")
+	alive := unix.Kill(pid, 0) == nil
+	_, _ = h.Wait()
+	assert.True(t, alive, "the helper was still at work")
+}

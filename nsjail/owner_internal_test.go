@@ -1,0 +1,56 @@
+package nsjail
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// An owner file names this process and, for `neonbox-ns exec`, its
+// teardown helper, which outlives it: the run dir is abandoned only when
+// every owner is gone. A zombie is gone (a helper's new parent may be
+// slow to reap it).
+func TestOwnerAliveWhileAnyOwnerLives(t *testing.T) {
+	self := selfIdentity()
+	require.NotEmpty(t, self)
+
+	zombie := exec.Command("true")
+	require.NoError(t, zombie.Start())
+	defer zombie.Wait()
+	stat := "/proc/" + strconv.Itoa(zombie.Process.Pid) + "/stat"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		require.NoError(t, err)
+		if strings.Contains(string(b), ") Z ") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the child never became a zombie")
+	}
+	assert.Empty(t, processIdentity(zombie.Process.Pid), "a zombie has no identity")
+	// A pid that is alive but was reused: its start time differs.
+	recycled := strconv.Itoa(os.Getpid()) + " 1"
+
+	assert.True(t, ownerAlive(self))
+	assert.True(t, ownerAlive(recycled+"\n"+self), "the helper lives on")
+	assert.False(t, ownerAlive(recycled))
+	assert.False(t, ownerAlive(recycled+"\n"+strconv.Itoa(zombie.Process.Pid)+" 5"), "both gone")
+	assert.True(t, ownerAlive("not an owner"), "an unreadable owner is not taken for gone")
+}
+
+// The teardown helper becomes an owner by an append to the owner file.
+func TestAddOwner(t *testing.T) {
+	d := runDir{path: t.TempDir()}
+	require.NoError(t, d.writeOwner())
+	require.NoError(t, d.addOwner("1 2"))
+	b, err := os.ReadFile(d.path + "/owner")
+	require.NoError(t, err)
+	assert.Equal(t, selfIdentity()+"\n1 2", string(b))
+	assert.True(t, ownerAlive(string(b)))
+	assert.ErrorIs(t, runDir{path: d.path + "/gone"}.addOwner("1 2"), os.ErrNotExist)
+}
