@@ -412,6 +412,16 @@ func (j *jail) waitSpawned() *StepError {
 // unless sendBase did); the init builds the jail while the caller goes
 // on. A failure is also kept for await to report.
 func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
+	if se := j.configureRest(cfg, cg); se != nil || cfg.Deferred {
+		return se
+	}
+	return j.configureFinal(cg)
+}
+
+// configureRest sends the rest of the init's program (restProgram): for
+// an init that is not deferred, configureFinal follows, with the cgroup,
+// which the caller may make meanwhile (cg is then nil here).
+func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	j.cfg = cfg
 	if !j.baseSent {
 		j.sendBase(cfg)
@@ -420,30 +430,95 @@ func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 		return se
 	}
 	var tasks []*os.File
-	if cg != nil {
-		if _, ok := cg.FD(); ok != j.inCgroup {
-			j.res.setupErr = &StepError{Stage: "cgroup", Message: "the jail was not started in its v2 cgroup"}
-			return j.res.setupErr
+	if cfg.Deferred {
+		var se *StepError
+		if tasks, se = j.openTasks(cg); se != nil {
+			return se
 		}
-		// v1: the init's thread joins the cgroup just before execve,
-		// through the tasks files sent with the program; the init's
-		// own setup is not charged to the run.
-		var err error
-		if tasks, err = cg.OpenTasks(); err != nil {
-			j.res.setupErr = stepError("cgroup", err)
-			return j.res.setupErr
-		}
-		defer func() {
-			for _, f := range tasks {
-				f.Close()
-			}
-		}()
+		defer closeAll(tasks)
 	}
 	cfg.CgroupTasks = len(tasks)
-	if se := j.sendConfig(tasks); se != nil {
-		j.res.setupErr = se
+	msg, err := restProgram(cfg)
+	if err != nil {
+		return j.failed(asStepError("config", err))
 	}
-	return j.res.setupErr
+	var fds []int
+	if cfg.WorkspaceFD {
+		fd, err := idmappedWorkspace(cfg.Workspace, j.proc.Pid)
+		if err != nil {
+			return j.failed(stepError("idmap", err))
+		}
+		defer unix.Close(fd)
+		fds = append(fds, fd)
+	}
+	for _, f := range tasks {
+		fds = append(fds, int(f.Fd()))
+	}
+	if se := j.send("config_sent", msg, fds); se != nil {
+		return j.failed(se)
+	}
+	return nil
+}
+
+// configureFinal sends the final part of the program of an init that is
+// not deferred (finalProgram), with the v1 cgroup's tasks files: the
+// init's thread joins the cgroup just before execve, so the init's own
+// setup is not charged to the run.
+func (j *jail) configureFinal(cg *cgroup.Cgroup) *StepError {
+	if j.res.setupErr != nil {
+		return j.res.setupErr
+	}
+	tasks, se := j.openTasks(cg)
+	if se != nil {
+		return se
+	}
+	defer closeAll(tasks)
+	j.cfg.CgroupTasks = len(tasks)
+	msg, err := finalProgram(j.cfg)
+	if err != nil {
+		return j.failed(asStepError("config", err))
+	}
+	fds := make([]int, len(tasks))
+	for i, f := range tasks {
+		fds[i] = int(f.Fd())
+	}
+	if se := j.send("final_sent", msg, fds); se != nil {
+		return j.failed(se)
+	}
+	return nil
+}
+
+// openTasks opens cg's v1 tasks files (none on v2, where the init was
+// cloned into the cgroup, or without a cgroup).
+func (j *jail) openTasks(cg *cgroup.Cgroup) ([]*os.File, *StepError) {
+	if cg == nil {
+		return nil, nil
+	}
+	if _, ok := cg.FD(); ok != j.inCgroup {
+		return nil, j.failed(&StepError{Stage: "cgroup", Message: "the jail was not started in its v2 cgroup"})
+	}
+	tasks, err := cg.OpenTasks()
+	if err != nil {
+		return nil, j.failed(stepError("cgroup", err))
+	}
+	return tasks, nil
+}
+
+// failed keeps se as the jail's setup error for await, unless the init
+// has reported a failure of its own meanwhile (which likely caused se):
+// then that.
+func (j *jail) failed(se *StepError) *StepError {
+	if ie := j.initFailure(); ie != nil {
+		se = ie
+	}
+	j.res.setupErr = se
+	return se
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // holdMountNS opens the jail's mount namespace, so that it outlives the
@@ -487,41 +562,14 @@ func (j *jail) sendBase(cfg *childConfig) *StepError {
 	return j.res.setupErr
 }
 
-// sendConfig sends the rest of the init's program, with the idmapped
-// workspace as root and the v1 cgroup's tasks files. If the init failed
-// in the base of its program meanwhile, its own report is returned.
-func (j *jail) sendConfig(tasks []*os.File) *StepError {
-	se := j.sendRest(tasks)
-	if se != nil {
-		if ie := j.initFailure(); ie != nil {
-			return ie
-		}
-	}
-	return se
-}
-
-func (j *jail) sendRest(tasks []*os.File) *StepError {
-	msg, err := restProgram(j.cfg)
-	if err != nil {
-		return asStepError("config", err)
-	}
-	var fds []int
-	if j.cfg.WorkspaceFD {
-		fd, err := idmappedWorkspace(j.cfg.Workspace, j.proc.Pid)
-		if err != nil {
-			return stepError("idmap", err)
-		}
-		defer unix.Close(fd)
-		fds = append(fds, fd)
-	}
-	for _, f := range tasks {
-		fds = append(fds, int(f.Fd()))
-	}
+// send sends a part of the init's program with descriptors, after
+// marking the moment as mark.
+func (j *jail) send(mark string, msg []byte, fds []int) *StepError {
 	var rights []byte
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
 	}
-	j.mark("config_sent")
+	j.mark(mark)
 	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
 		return stepError("config", os.NewSyscallError("sendmsg", err))
 	}

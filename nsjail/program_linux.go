@@ -48,8 +48,9 @@ const (
 	layersDir = "/.layers"
 )
 
-// Descriptor slots of the config message: the idmapped workspace (when
-// cfg.WorkspaceFD), then cfg.CgroupTasks tasks files.
+// Descriptor slots of the rest's message: the idmapped workspace (when
+// cfg.WorkspaceFD), then, for a deferred init, cfg.CgroupTasks tasks
+// files. The final part's message has the tasks files from slot 0.
 const workspaceSlot = 0
 
 func tasksSlot(cfg *childConfig) int {
@@ -59,12 +60,14 @@ func tasksSlot(cfg *childConfig) int {
 	return 0
 }
 
-// The init gets its program in two parts. The base part builds what
-// does not depend on the run's state: the new root with the host's
-// directories, /dev, /tmp and /proc. The rest mounts the workspace,
-// pivots, and takes the run to execve; it needs the run dir, the cgroup
-// and the seccomp filters, which the parent makes while the init builds
-// the base.
+// The init gets its program in parts. The base part builds what does not
+// depend on the run's state: the new root with the host's directories,
+// /dev, /tmp and /proc. The rest mounts the workspace from the run dir
+// and pivots; the final part brings the command, joins the cgroup, drops
+// every privilege (loading the seccomp filters) and execs. The parent
+// makes the run dir while the init builds the base, and the cgroup while
+// it runs the rest. A deferred init (a Pool's) gets the rest and the
+// final part in one message and waits for its command in between.
 
 // baseProgram is the first part of what the init runs for cfg. With
 // stdio, the init first takes CMD's streams from the message's
@@ -84,13 +87,15 @@ func baseProgram(cfg *childConfig, stdio bool) ([]byte, error) {
 }
 
 // restProgram is the second part. It comes with the idmapped workspace
-// (when cfg.WorkspaceFD) and cfg.CgroupTasks tasks files.
+// (when cfg.WorkspaceFD); for a deferred init, which it takes to its
+// execve, with cfg.CgroupTasks tasks files too (tasksSlot). Any other
+// init waits for finalProgram.
 func restProgram(cfg *childConfig) ([]byte, error) {
 	last, err := lastCap()
 	if err != nil {
 		return nil, stepError("credentials", err)
 	}
-	if len(cfg.Seccomp) == 0 {
+	if cfg.Deferred && len(cfg.Seccomp) == 0 {
 		// Every jail gets neonbox-ns's own filter at least.
 		return nil, &StepError{Stage: "seccomp", Message: "no seccomp filter to load"}
 	}
@@ -103,24 +108,48 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 		p.JoinNetNS()
 		p.LinkUp("lo")
 	}
-	if cfg.Deferred {
-		// All that does not depend on the command is done before it
-		// comes: the overlay (which looks nothing up in the lower
-		// layer until the command does) and the privileges that can
-		// go while the init still mounts (limits, securebits and the
-		// bounding set leave its effective capabilities alone).
-		if !cfg.ReadOnlyWorkspace {
-			mountDeferredWorkspace(&p, cfg)
-		}
-		dropBounds(&p, last)
-		p.Stage("call")
-		p.AwaitCall()
-		p.Mark()
-	} else {
-		p.Argv(cfg.Argv)
-		p.Env(cfg.Env)
-		p.Cwd(cfg.Cwd)
+	// All that does not depend on the command, the cgroup or the
+	// filters is done before they come: for a deferred init the
+	// overlay too (which looks nothing up in the lower layer until the
+	// command does), and the privileges that can go while the init
+	// still mounts (limits, securebits and the bounding set leave its
+	// effective capabilities alone).
+	if cfg.Deferred && !cfg.ReadOnlyWorkspace {
+		mountDeferredWorkspace(&p, cfg)
 	}
+	dropBounds(&p, last)
+	if !cfg.Deferred {
+		p.Stage("config")
+		p.Continue()
+		return p.Encode()
+	}
+	p.Stage("call")
+	p.AwaitCall()
+	p.Mark()
+	finishExec(&p, cfg, tasksSlot(cfg))
+	return p.Encode()
+}
+
+// finalProgram is the last part of an init that is not deferred: the
+// command, the cgroup (cfg.CgroupTasks tasks files come with it), the
+// privileges and execve.
+func finalProgram(cfg *childConfig) ([]byte, error) {
+	if len(cfg.Seccomp) == 0 {
+		return nil, &StepError{Stage: "seccomp", Message: "no seccomp filter to load"}
+	}
+	var p jailinit.Program
+	p.Stage("final")
+	p.Mark()
+	p.Argv(cfg.Argv)
+	p.Env(cfg.Env)
+	p.Cwd(cfg.Cwd)
+	finishExec(&p, cfg, 0)
+	return p.Encode()
+}
+
+// finishExec takes the init from its command to execve: the cgroup's
+// tasks files are in descriptor slots tasks on.
+func finishExec(p *jailinit.Program, cfg *childConfig, tasks int) {
 	p.Stage("cwd")
 	p.Chdir()
 	p.Stage("exec")
@@ -131,20 +160,16 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	// takes CMD in with it at execve.
 	if cfg.CgroupTasks > 0 {
 		p.Stage("cgroup")
-		p.JoinCgroup(tasksSlot(cfg), cfg.CgroupTasks)
+		p.JoinCgroup(tasks, cfg.CgroupTasks)
 		p.Mark()
 	}
-	if !cfg.Deferred {
-		dropBounds(&p, last)
-	}
-	dropPrivileges(&p, cfg)
+	dropPrivileges(p, cfg)
 	p.Stage("credentials")
 	p.Mark()
 	p.Stage("sync")
 	p.Ready()
 	p.Stage("exec")
 	p.Exec()
-	return p.Encode()
 }
 
 // callProgram gives a deferred init its command.

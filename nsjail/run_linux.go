@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,34 +61,47 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	network := o.Policy.Has(policies.Network)
 
 	// The run dir and the cgroup depend on neither the jail nor the
-	// workspace lock: they are made meanwhile.
+	// workspace lock: they are made meanwhile, the run dir first (by its
+	// owner file, a later run finds and removes what this one leaves if
+	// it is killed), and each is taken when it is needed.
 	type side struct {
 		rd runDir // reserved; made below; removing the zero runDir does nothing
 		cg *cgroup.Cgroup
 		ci cgroupInfo
 		se *StepError
 	}
-	sideDone := make(chan side, 1)
-	var made *side
-	takeSide := func() *side {
-		if made == nil {
-			got := <-sideDone
-			made = &got
+	rdDone, cgDone := make(chan side, 1), make(chan side, 1)
+	var made side
+	var tookRD, tookCG bool
+	takeRunDir := func() *side {
+		if !tookRD {
+			made, tookRD = <-rdDone, true
 		}
-		return made
+		return &made
+	}
+	takeSide := func() *side {
+		takeRunDir()
+		if !tookCG {
+			got := <-cgDone
+			made.cg, made.ci, tookCG = got.cg, got.ci, true
+			made.se = cmp.Or(made.se, got.se)
+		}
+		return &made
 	}
 
 	go func() {
+		rd, err := reserveRunDir(o.StateDir, id)
+		if err != nil {
+			rdDone <- side{rd: rd, se: stepError("state", err)}
+			cgDone <- side{}
+			return
+		}
+		rdDone <- side{rd: rd}
 		var sd side
-		var err error
-		// The run dir comes first: by its owner file, a later run
-		// finds and removes what this one leaves if it is killed.
-		if sd.rd, err = reserveRunDir(o.StateDir, id); err != nil {
-			sd.se = stepError("state", err)
-		} else if sd.cg, sd.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
+		if sd.cg, sd.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
 			sd.se = stepError("cgroup", err)
 		}
-		sideDone <- sd
+		cgDone <- sd
 	}()
 
 	// Where the jail can be born before its cgroup exists (no unified
@@ -112,8 +126,10 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		Cgroup:      "none",
 		Limits:      Limits{TimeoutMS: o.Timeout.Milliseconds()},
 		Changes:     emptyChanges(),
-		Policy:      policyRef(o.Policy),
 	}
+	// The policy's hash (a JSON encoding: cold, its reflection costs
+	// a few tenths of a millisecond) is taken while the jail runs.
+	policy := func() PolicyRef { return policyRef(o.Policy) }
 	if r.ScrubbedEnv == nil {
 		r.ScrubbedEnv = []string{}
 	}
@@ -122,6 +138,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	var ended *jailResult      // once the jail has ended, with its mount namespace if td takes it
 	var helper string          // td's identity, once known
 	defer func() {
+		r.Policy = policy()
 		sd := takeSide()
 		if td != nil {
 			err := handTeardown(td, helper, sd.cg, sd.rd, ended)
@@ -213,6 +230,23 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		helper = helperIdentity(td)
 	}
 
+	if se := takeRunDir().se; se != nil {
+		r.sandboxError(se)
+		return r, nil
+	}
+	rd := made.rd
+	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
+		r.sandboxError(stepError("state", err))
+		return r, nil
+	}
+	cfg.RunDir = rd.path
+	restSent := false
+	if j != nil {
+		// The init mounts the workspace and pivots while the cgroup
+		// is made; a failure is reported by await.
+		_ = j.configureRest(cfg, nil)
+		restSent = true
+	}
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
 	if sd.se != nil {
@@ -223,11 +257,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("seccomp", filtersErr))
 		return r, nil
 	}
-	rd, cg := sd.rd, sd.cg
-	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
-		r.sandboxError(stepError("state", err))
-		return r, nil
-	}
+	cg := sd.cg
 	if j == nil {
 		// Born in its v2 cgroup, and after a --disk run dir's mount.
 		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, false); err != nil {
@@ -237,7 +267,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 		r.Warnings = append(r.Warnings, j.warnings...)
 	}
-	cfg.RunDir, cfg.Seccomp = rd.path, filters
+	cfg.Seccomp = filters
 	runCtx := ctx
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -245,10 +275,20 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		defer cancel()
 	}
 	log.Debug("configuring jail", "workspace", o.Workspace, "rundir", rd.path)
-	_ = j.configure(cfg, cg) // a failure is in j.res for await
+	// A failure is in j.res for await.
+	if restSent {
+		_ = j.configureFinal(cg)
+	} else {
+		_ = j.configure(cfg, cg)
+	}
 	r.Phases.PrepareMS = ms(time.Since(t0))
 	handed = true
-	go warmReceiptJSON()
+	ref := make(chan PolicyRef, 1)
+	go func() {
+		ref <- policyRef(o.Policy)
+		warmReceiptJSON()
+	}()
+	policy = func() PolicyRef { return <-ref }
 	res := j.await(runCtx)
 	tSpawn := res.clone
 	if td != nil {
