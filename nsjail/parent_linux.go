@@ -241,11 +241,15 @@ func adoptPrestarted(probe bool) {
 		return
 	}
 	// The probe runs in the goroutine that maps the ids, once it has:
-	// spawn, which it waits for, depends on nothing Run does.
+	// spawn, which it waits for, depends on nothing Run does. So does the
+	// survey of the host's system directories, which Run needs next.
 	var then func()
 	if probe {
 		c := make(chan *cgroup.Host, 1)
-		then = func() { c <- cgroup.Probe() }
+		then = func() {
+			c <- cgroup.Probe()
+			hostView()
+		}
 		prestarted.probe = c
 	}
 	prestarted.j = adoptJail(pre, then)

@@ -80,6 +80,14 @@ func baseProgram(cfg *childConfig, stdio bool) ([]byte, error) {
 		p.Stdio(0)
 	}
 	buildBase(&p, cfg)
+	// The network namespace (made long before by the process that
+	// forked pid 1) is joined here, while the parent still prepares,
+	// rather than on the way to the command.
+	if !cfg.Network {
+		p.Stage("network")
+		p.JoinNetNS()
+		p.LinkUp("lo")
+	}
 	p.MarkAs("base")
 	p.Stage("config")
 	p.Continue()
@@ -103,11 +111,6 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	p.Stage("rest")
 	p.Mark()
 	finishRoot(&p, cfg)
-	if !cfg.Network {
-		p.Stage("network")
-		p.JoinNetNS()
-		p.LinkUp("lo")
-	}
 	// All that does not depend on the command, the cgroup or the
 	// filters is done before they come: for a deferred init the
 	// overlay too (which looks nothing up in the lower layer until the
