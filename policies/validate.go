@@ -6,9 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -16,11 +14,31 @@ import (
 	"github.com/neonbox/neonbox-ns/seccomp"
 )
 
-// Compiled on first use, not at every start of neonbox-ns.
-var (
-	nameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
-	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-)
+// validName reports whether s is a policy name: a letter or digit, then
+// letters, digits, '.', '_' and '-'. (Checked on every run: no regexp to
+// compile on the way.)
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// validEnvName reports whether s is an environment variable's name: a
+// letter or '_', then letters, digits and '_'.
+func validEnvName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // Validate checks p's values; it returns every problem found.
 func (p *Policy) Validate() []Problem {
@@ -28,7 +46,7 @@ func (p *Policy) Validate() []Problem {
 	bad := func(path, format string, a ...any) {
 		out = append(out, Problem{Path: path, Message: fmt.Sprintf(format, a...)})
 	}
-	if !nameRE().MatchString(p.Name) {
+	if !validName(p.Name) {
 		bad("name", "want letters, digits, '.', '_' or '-', got %q", p.Name)
 	}
 	seen := map[Capability]bool{}
@@ -62,7 +80,7 @@ func (p *Policy) Validate() []Problem {
 	}
 	for i, e := range p.Env {
 		switch {
-		case !envNameRE().MatchString(e):
+		case !validEnvName(e):
 			bad(fmt.Sprintf("env[%d]", i), "not a variable name: %q", e)
 		case LooksSecret(e):
 			bad(fmt.Sprintf("env[%d]", i), "%s looks like a secret; pass it with --keep-env %s --allow-secret %s instead", e, e, e)
