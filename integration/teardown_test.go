@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/neonbox/neonbox-ns/cgroup"
 )
 
 // neonbox-ns exec hands its run's cleanup to the teardown helper and
@@ -18,7 +20,12 @@ func TestExecHandsItsCleanupToAHelper(t *testing.T) {
 	rec := decodeReceipt(t, r.stdout)
 	assert.Equal(t, true, rec["committed"])
 	phases := rec["phases"].(map[string]any)
-	assert.Equal(t, true, phases["teardown_handed_over"])
+	if cgroup.Unified() {
+		// Its init is born in its cgroup, not prestarted: no helper.
+		assert.Nil(t, phases["teardown_handed_over"])
+	} else {
+		assert.Equal(t, true, phases["teardown_handed_over"])
+	}
 	id := rec["id"].(string)
 	assert.Empty(t, runsLeft(t, e.state), "the run dir goes")
 	waitFor(t, func() bool { return len(runCgroups("run-"+id)) == 0 })
@@ -38,6 +45,9 @@ func TestExecHandsItsCleanupToAHelper(t *testing.T) {
 // Go code, which it re-executes, removes.
 func TestTeardownHelperLeavesDeepTreesToGo(t *testing.T) {
 	e := newEnv(t)
+	if cgroup.Unified() {
+		t.Skip("a unified cgroup2 host prestarts no init, and so no teardown helper")
+	}
 	r := e.exec(t, "", []string{"--json"}, "sh", "-c", `mkdir -p "$(printf 'd/%.0s' $(seq 300))" && exit 3`)
 	require.Equal(t, 3, r.code, r.stderr)
 	rec := decodeReceipt(t, r.stdout)
@@ -45,8 +55,4 @@ func TestTeardownHelperLeavesDeepTreesToGo(t *testing.T) {
 	assert.Equal(t, true, rec["phases"].(map[string]any)["teardown_handed_over"])
 	assert.Empty(t, runsLeft(t, e.state), "the run dir goes")
 	waitFor(t, func() bool { return len(runCgroups("run-"+rec["id"].(string))) == 0 })
-	// Nothing was left for a later run's sweep.
-	r = e.exec(t, "", nil, "true")
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.NotContains(t, r.stderr, "cleaned up run")
 }

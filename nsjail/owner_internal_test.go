@@ -3,6 +3,7 @@ package nsjail
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,4 +54,41 @@ func TestAddOwner(t *testing.T) {
 	assert.Equal(t, selfIdentity()+"\n1 2", string(b))
 	assert.True(t, ownerAlive(string(b)))
 	assert.ErrorIs(t, runDir{path: d.path + "/gone"}.addOwner("1 2"), os.ErrNotExist)
+}
+
+// The teardown fallback (neonbox-teardown) removes only a run dir that
+// names it among its owners.
+func TestTeardownFallbackTakesOnlyItsOwnRun(t *testing.T) {
+	runs := filepath.Join(t.TempDir(), "runs")
+	mine := filepath.Join(runs, "0123456789abcdef")
+	other := filepath.Join(runs, "fedcba9876543210")
+	for _, d := range []string{mine, other} {
+		require.NoError(t, os.MkdirAll(d, 0o711))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(mine, "owner"), []byte("1 2\n"+selfIdentity()), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "owner"), []byte("1 2\n3 4"), 0o600))
+	require.NoError(t, os.Symlink(mine, filepath.Join(runs, "0000000000000000")))
+	notRun := filepath.Join(filepath.Dir(runs), "0123456789abcdef")
+	require.NoError(t, os.Mkdir(notRun, 0o711))
+	require.NoError(t, os.WriteFile(filepath.Join(notRun, "owner"), []byte(selfIdentity()), 0o600))
+
+	assert.True(t, helperOwns(mine))
+	assert.False(t, helperOwns(other), "another process's run")
+	assert.False(t, helperOwns(filepath.Join(runs, "0000000000000000")), "a symlink")
+	assert.False(t, helperOwns(notRun), "not in a runs dir")
+	assert.False(t, helperOwns(filepath.Join(runs, "nothex")))
+}
+
+// Nothing is handed over without a run dir (a held one is moved away):
+// later runs find a run's cgroup only through its run dir.
+func TestNoHandOverWithoutARunDir(t *testing.T) {
+	rd := runDir{path: t.TempDir()}
+	require.NoError(t, rd.writeOwner())
+	assert.Error(t, handTeardown(nil, "1 2", nil, runDir{}, false, nil))
+	assert.Error(t, handTeardown(nil, "1 2", nil, rd, true, nil), "held")
+	assert.Error(t, handTeardown(nil, "", nil, rd, false, nil), "no helper")
+	assert.Error(t, handTeardown(nil, "1 2", nil, runDir{path: rd.path + "/gone"}, false, nil), "no owner file")
+	b, err := os.ReadFile(filepath.Join(rd.path, "owner"))
+	require.NoError(t, err)
+	assert.Equal(t, selfIdentity(), string(b), "the owners are left alone")
 }

@@ -48,9 +48,10 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// In `neonbox-ns exec`, a helper forked before the Go runtime
 	// removes the run's cgroup and run dir after neonbox-ns has exited.
 	// Not for a --disk run dir, a mount of its own.
-	var td *jailinit.Teardown
-	if o.DiskBytes == 0 {
-		td = jailinit.TakeTeardown() // once per process
+	td := jailinit.TakeTeardown() // once per process
+	if td != nil && o.DiskBytes > 0 {
+		_ = td.Close() // the helper exits
+		td = nil
 	}
 	var stdout, stderr *boundedBuffer
 	if o.CaptureOutput {
@@ -141,7 +142,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.Policy = policy()
 		sd := takeSide()
 		if td != nil {
-			err := handTeardown(td, helper, sd.cg, sd.rd, ended)
+			err := handTeardown(td, helper, sd.cg, sd.rd, r.Held, ended)
 			if err == nil {
 				r.Phases.TeardownHandedOver = true
 				r.TotalMS = ms(time.Since(t0))

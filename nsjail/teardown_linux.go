@@ -2,9 +2,10 @@ package nsjail
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/internal/jailinit"
@@ -18,14 +19,32 @@ import (
 // (killing what is left in the cgroup, a tree of any depth).
 func init() {
 	reexec.Register(jailinit.TeardownFallback, func() {
-		// Only a run dir: <state>/runs/<id>.
-		if len(os.Args) != 2 || filepath.Base(filepath.Dir(os.Args[1])) != "runs" || !runIDRE().MatchString(filepath.Base(os.Args[1])) {
+		if len(os.Args) != 2 || !helperOwns(os.Args[1]) {
 			os.Exit(2)
 		}
 		if err := (runDir{path: os.Args[1]}).removeAbandoned(); err != nil {
 			os.Exit(1)
 		}
 	})
+}
+
+// helperOwns reports whether dir is a run dir (<state>/runs/<id>, a
+// directory, not a symlink) whose owners include this process: the
+// teardown helper, which re-executed itself keeping its pid and start
+// time. Nothing else is this entry point's to remove.
+func helperOwns(dir string) bool {
+	if filepath.Base(filepath.Dir(dir)) != "runs" || !runIDRE().MatchString(filepath.Base(dir)) {
+		return false
+	}
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		return false
+	}
+	owner, err := os.ReadFile(filepath.Join(dir, "owner"))
+	if err != nil {
+		return false
+	}
+	self := selfIdentity()
+	return self != "" && slices.Contains(strings.Split(string(owner), "\n"), self)
 }
 
 // handTeardown gives the run's cgroup and run dir, and the jail's mount
@@ -35,19 +54,20 @@ func init() {
 // the helper is at it (and a run whose neonbox-ns was killed, never
 // handed over, is abandoned at once). On an error nothing was handed
 // over.
-func handTeardown(td *jailinit.Teardown, helper string, cg *cgroup.Cgroup, rd runDir, ended *jailResult) error {
-	if helper == "" {
+func handTeardown(td *jailinit.Teardown, helper string, cg *cgroup.Cgroup, rd runDir, held bool, ended *jailResult) error {
+	switch {
+	case helper == "":
 		return errors.New("no teardown helper")
+	case rd.path == "" || held:
+		// Without a run dir (or with a held one, moved away) the helper
+		// would have nothing to fall back on for the cgroup, which
+		// later runs find through run dirs.
+		return errors.New("no run dir to hand over")
+	}
+	if err := rd.addOwner(helper); err != nil {
+		return err
 	}
 	job := jailinit.TeardownJob{RunDir: rd.path}
-	if rd.path != "" {
-		switch err := rd.addOwner(helper); {
-		case errors.Is(err, fs.ErrNotExist):
-			job.RunDir = "" // held: moved away
-		case err != nil:
-			return err
-		}
-	}
 	if cg != nil {
 		job.Cgroups, job.Shared = cg.Dirs()
 	}
@@ -61,7 +81,7 @@ func handTeardown(td *jailinit.Teardown, helper string, cg *cgroup.Cgroup, rd ru
 		cg.Disown()
 	}
 	if ended != nil {
-		ended.releaseMountNS() // not the last reference: the helper has one
+		ended.mountNS = nil // Hand closed it: the helper has the namespace
 	}
 	return nil
 }

@@ -128,10 +128,7 @@ static void exec_init(int sock, int td, pid_t parent)
 		exec_failed = 1;
 		_exit(127); // neonbox-ns is gone: nobody to tell
 	}
-	// Both sockets are above stderr (see prestart_init); either may sit
-	// on the other's target, so td moves out of the way first.
-	if (td >= 0 && (td = fcntl(td, F_DUPFD_CLOEXEC, 10)) < 0)
-		exec_fail(sock, "fcntl F_DUPFD", "", errno);
+	// td is 10 or above (prestart_init), out of the way of both targets.
 	if (dup3(sock, JI_SYNC_FD, 0) < 0)
 		exec_fail(sock, "dup3", "", errno);
 	if (td >= 0 && dup3(td, JT_INIT_FD, 0) < 0)
@@ -146,8 +143,17 @@ static void prestart_init(void)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
 		return;
 	// The teardown helper's socket: this process keeps one end (jt_take),
-	// the init gets the other (-1: no helper).
+	// the init gets the other (-1: no helper), moved to 10 or above here,
+	// so that the child of vfork, which must not change this process's
+	// variables, can move the two sockets to fds 3 and 4 in any order.
 	int td = jt_prestart_socket();
+	if (td >= 0 && td < 10) {
+		int high = fcntl(td, F_DUPFD_CLOEXEC, 10);
+		close(td);
+		td = high;
+		if (td < 0)
+			jt_prestart_failed();
+	}
 	if (pipe2(mapped, O_CLOEXEC) < 0) {
 		close(pair[0]);
 		close(pair[1]);

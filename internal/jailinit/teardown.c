@@ -37,6 +37,12 @@
 #define DT_UNKNOWN 0
 #define DT_DIR 4
 #endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
 
 // Deeper trees (a jail can make any) are left to a later run's sweep,
 // in Go.
@@ -194,6 +200,32 @@ static int run(const char *msg, size_t n, const char **rundir)
 	return cgroups_gone && rc == 0 ? 0 : -1;
 }
 
+// close_all_but closes every descriptor above stderr but keep, as
+// /proc/self/fd lists them (without close_range: a kernel before 5.9,
+// or a seccomp profile that denies it).
+static void close_all_but(int keep)
+{
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return;
+	char buf[4096] __attribute__((aligned(8)));
+	for (;;) {
+		long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->reclen;
+			int fd = 0, digits = 0;
+			for (const char *c = d->name; *c >= '0' && *c <= '9'; c++, digits++)
+				fd = fd * 10 + (*c - '0');
+			if (digits > 0 && fd > 2 && fd != keep && fd != dir)
+				close(fd);
+		}
+	}
+	close(dir);
+}
+
 // settle detaches the helper from everything it was forked with but
 // sock: it must not keep the caller's pipes open (a caller reading
 // neonbox-ns's output to its end would wait for it), nor the init's
@@ -213,11 +245,13 @@ static void settle(int sock, int from_go)
 	}
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (int fd = 0; fd < 3; fd++)
-		if (null >= 0 && fd != sock)
-			(void)dup2(null, fd);
-	if (sock > 3)
-		(void)syscall(SYS_close_range, 3, sock - 1, 0);
-	(void)syscall(SYS_close_range, sock + 1, ~0U, 0);
+		if (fd != sock)
+			(void)(null >= 0 ? dup2(null, fd) : close(fd));
+	if (null > 2 && null != sock)
+		close(null);
+	if ((sock > 3 && syscall(SYS_close_range, 3, sock - 1, 0) < 0) ||
+	    syscall(SYS_close_range, sock + 1, ~0U, 0) < 0)
+		close_all_but(sock);
 }
 
 // helper_main is the helper: it says its pid, then waits for its job.
@@ -237,9 +271,16 @@ static void __attribute__((noreturn)) helper_main(int sock, int from_go)
 	ssize_t n;
 	while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
+	// neonbox-ns closes its own descriptor of the jail's mount namespace
+	// before the socket: once the socket ends, the helper's is the last
+	// reference, and closing it unmounts the jail's tree (and waits for
+	// an RCU grace period) here.
+	for (char b; n > 0;) {
+		ssize_t r = recv(sock, &b, 1, 0);
+		if (r == 0 || (r < 0 && errno != EINTR))
+			break;
+	}
 	close(sock);
-	// The jail's mount namespace: closing the last reference unmounts
-	// the jail's tree (and waits for an RCU grace period).
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			int fds[MAX_FDS];

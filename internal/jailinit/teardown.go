@@ -82,9 +82,11 @@ func (t *Teardown) Pid() (int, error) {
 }
 
 // Hand gives the helper its job and lets go of it. Once Hand has
-// returned nil the helper owns what the job names (the caller may close
-// its MountNS: the helper has its own); on an error nothing was handed
-// over (the helper exits) and the caller cleans up itself.
+// returned nil the helper owns what the job names, MountNS included,
+// which Hand has closed (before the socket: the helper lets go of its
+// own only at the socket's end, so that the last reference, and the
+// unmount, are the helper's); on an error nothing was handed over (the
+// helper exits) and the caller cleans up itself, MountNS still open.
 func (t *Teardown) Hand(job TeardownJob) error {
 	defer t.sock.Close()
 	var b strings.Builder
@@ -118,6 +120,9 @@ func (t *Teardown) Hand(job TeardownJob) error {
 	}
 	if err := syscall.Sendmsg(int(t.sock.Fd()), []byte(b.String()), rights, nil, syscall.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("teardown helper: %w", os.NewSyscallError("sendmsg", err))
+	}
+	if job.MountNS != nil {
+		_ = job.MountNS.Close()
 	}
 	return nil
 }

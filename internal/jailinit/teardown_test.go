@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,28 +77,22 @@ func TestTeardownTakesTheMountNamespace(t *testing.T) {
 	h := startTeardown(t)
 	pid, _ := h.Pid()
 	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir, MountNS: ns}))
-	// The helper holds a descriptor of this mount namespace, or had one:
-	// within its second of retries, none is left open in it.
-	held := func() bool {
-		fds, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
-		for _, fd := range fds {
-			var st unix.Stat_t
-			if unix.Stat(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()), &st) == nil && st.Ino == before.Ino && st.Dev == before.Dev {
-				return true
-			}
+	_, err = ns.Stat()
+	assert.ErrorIs(t, err, os.ErrClosed, "Hand closed the caller's descriptor")
+	// Once the helper sleeps between its retries of the busy cgroup, it
+	// holds no descriptor of the namespace.
+	waitSleeping(t, pid)
+	fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	require.NoError(t, err)
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()), &st) == nil {
+			assert.False(t, st.Ino == before.Ino && st.Dev == before.Dev, "the helper holds the mount namespace while it works")
 		}
-		return false
 	}
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for held() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	assert.False(t, held(), "the helper let go of the mount namespace before its other work")
-	alive := unix.Kill(pid, 0) == nil
 	ok, err := h.Wait()
 	require.NoError(t, err)
 	assert.False(t, ok, "the busy cgroup stayed")
-	assert.True(t, alive, "the helper was still retrying the busy cgroup")
 	assert.FileExists(t, filepath.Join(runDir, "owner"))
 }
 
@@ -160,14 +155,27 @@ func TestTeardownHoldsNoDescriptorOfItsParent(t *testing.T) {
 	h := startTeardown(t) // forked while w is open
 	w.Close()
 	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir}))
-	require.NoError(t, r.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
+	pid, _ := h.Pid()
+	waitSleeping(t, pid) // at work: retrying the busy cgroup
+	require.NoError(t, r.SetReadDeadline(time.Now().Add(time.Millisecond)))
 	_, err = r.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "the helper let go of the pipe")
-	pid, _ := h.Pid()
 	sid, err := unix.Getsid(pid)
 	require.NoError(t, err)
 	assert.Equal(t, pid, sid, "a session of its own")
-	alive := unix.Kill(pid, 0) == nil
 	_, _ = h.Wait()
-	assert.True(t, alive, "the helper was still at work")
+}
+
+// waitSleeping waits until the helper pid sleeps in (clock_)nanosleep,
+// between two tries of a busy cgroup.
+func waitSleeping(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "syscall"))
+		require.NoError(t, err)
+		if f := strings.Fields(string(b)); len(f) > 0 && (f[0] == strconv.Itoa(unix.SYS_NANOSLEEP) || f[0] == strconv.Itoa(unix.SYS_CLOCK_NANOSLEEP)) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the helper never slept")
+	}
 }
