@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -281,7 +282,7 @@ func CommitHeld(ctx context.Context, stateDir, id string, lockTimeout time.Durat
 		return res, err
 	}
 	res.Changes = plan.Changes
-	res.ProtectedPathsTouched = protectedTouched(plan.Changes, append(h.Policy.ProtectedPaths, h.Protect...))
+	res.ProtectedPathsTouched = protectedTouched(plan.Changes, slices.Concat(h.Policy.ProtectedPaths, h.Protect))
 	if len(res.ProtectedPathsTouched) > 0 {
 		return res, fmt.Errorf("%w: %v (neonbox-ns discard %s throws the run away)", ErrProtected, res.ProtectedPathsTouched, id)
 	}

@@ -426,7 +426,7 @@ const jailHostname = "neonbox"
 // namespace, which waits for the parent to map its ids (a byte on the
 // pipe that comes as descriptor slot 0) and becomes root in the jail.
 // The network namespace, the slowest to make, is made by the first
-// process meanwhile; the init joins it in the rest of the program.
+// process meanwhile; the init joins it at the end of the base of the program.
 // While it waits, the init names the host, which needs no mapped ids.
 func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
 	var p jailinit.Program

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -250,11 +251,21 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
+	// A jail that has had its rest (the workspace mounted over the lower
+	// layer) goes before the workspace's lock does, not after.
+	stop := func() {
+		if restSent {
+			j.kill()
+			handed = true // killed: nothing left for the deferred kill
+		}
+	}
 	if sd.se != nil {
+		stop()
 		r.sandboxError(sd.se)
 		return r, nil
 	}
 	if filtersErr != nil {
+		stop()
 		r.sandboxError(stepError("seccomp", filtersErr))
 		return r, nil
 	}
@@ -447,7 +458,7 @@ func (r *Receipt) finishWorkspace(o *Options, rd runDir, ids idPlan, handOver bo
 		log.Debug("commit plan", "ops", plan.Ops)
 		r.Changes = plan.Changes
 		r.FilesystemModified = !plan.Changes.Empty()
-		r.ProtectedPathsTouched = protectedTouched(plan.Changes, append(o.Policy.ProtectedPaths, o.Protect...))
+		r.ProtectedPathsTouched = protectedTouched(plan.Changes, slices.Concat(o.Policy.ProtectedPaths, o.Protect))
 		if len(r.ProtectedPathsTouched) > 0 && wantCommit {
 			r.Status, r.ExitCode = StatusSecurityViolation, ExitViolation
 			r.Error = &StepError{Stage: "commit", Op: "gate", Message: "the run changed protected paths: " + quoted(r.ProtectedPathsTouched)}

@@ -1,0 +1,130 @@
+package nsjail
+
+import (
+	le "encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// step is one decoded op of an encoded program: its operation's name
+// (the second of its strings, as the init reports it) and arguments.
+type step struct {
+	op   string
+	a, b uint64
+}
+
+// decodeProgram reads an encoded program (jailinit.h): "NBI1", u32 count,
+// then per op u16 code, u16 flags, u32 nstr, u64 a, u64 b and nstr
+// strings of u32 length, bytes and a NUL.
+func decodeProgram(t *testing.T, msg []byte) []step {
+	t.Helper()
+	require.Equal(t, "NBI1", string(msg[:4]))
+	n := le.LittleEndian.Uint32(msg[4:8])
+	q := msg[8:]
+	var steps []step
+	for range n {
+		nstr := le.LittleEndian.Uint32(q[4:8])
+		s := step{a: le.LittleEndian.Uint64(q[8:16]), b: le.LittleEndian.Uint64(q[16:24])}
+		q = q[24:]
+		for i := range nstr {
+			l := le.LittleEndian.Uint32(q[:4])
+			if i == 1 {
+				s.op = string(q[4 : 4+l])
+			}
+			q = q[4+l+1:]
+		}
+		steps = append(steps, s)
+	}
+	require.Empty(t, q, "trailing bytes")
+	return steps
+}
+
+func ops(steps []step) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.op)
+	}
+	return out
+}
+
+// subsequence reports whether want appears in have in order.
+func subsequence(have, want []string) bool {
+	i := 0
+	for _, h := range have {
+		if i < len(want) && h == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+func testConfig() *childConfig {
+	return &childConfig{
+		Argv: []string{"true"}, RunDir: "/state/runs/0123456789abcdef", RootMount: "/state/mnt",
+		Workspace: "/ws", WorkspaceFD: true, UID: 1000, GID: 1000, SetGroups: true,
+		Seccomp: [][]byte{make([]byte, 8), make([]byte, 16)},
+	}
+}
+
+// Whatever way the program is split, every jail ends the same way: the
+// cgroup joined, the ids and every capability dropped, no_new_privs,
+// every seccomp filter, then execve; the command comes only with that.
+func TestProgramPartsEndInTheSameDrop(t *testing.T) {
+	drop := []string{"write tasks", "setgroups", "setresgid", "setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp", "seccomp", "sync", "execve"}
+
+	cfg := testConfig()
+	base, err := baseProgram(cfg, false)
+	require.NoError(t, err)
+	b := ops(decodeProgram(t, base))
+	assert.Contains(t, b, "setns", "the network namespace is joined in the base")
+	assert.Equal(t, "recvmsg", b[len(b)-1])
+
+	rest, err := restProgram(cfg)
+	require.NoError(t, err)
+	r := ops(decodeProgram(t, rest))
+	assert.Equal(t, "recvmsg", r[len(r)-1], "the rest waits for the final part")
+	for _, op := range []string{"execve", "seccomp", "capset", "argv", "write tasks"} {
+		assert.NotContains(t, r, op)
+	}
+	assert.Contains(t, r, "prctl PR_CAPBSET_DROP")
+
+	cfg.CgroupTasks = 5
+	final, err := finalProgram(cfg)
+	require.NoError(t, err)
+	fs := decodeProgram(t, final)
+	f := ops(fs)
+	assert.True(t, subsequence(f, append([]string{"argv"}, drop...)), "%v", f)
+	assert.Equal(t, "execve", f[len(f)-1])
+	for _, s := range fs {
+		if s.op == "write tasks" {
+			assert.Equal(t, []uint64{0, 5}, []uint64{s.a, s.b}, "the final part's tasks files are from slot 0")
+		}
+	}
+	cfg.Seccomp = nil
+	_, err = finalProgram(cfg)
+	assert.Error(t, err, "no jail without a filter")
+
+	// A Pool's deferred init: rest and final in one message, the
+	// tasks files after the workspace's descriptor.
+	cfg = testConfig()
+	cfg.Deferred, cfg.CgroupTasks = true, 5
+	deferred, err := restProgram(cfg)
+	require.NoError(t, err)
+	ds := decodeProgram(t, deferred)
+	d := ops(ds)
+	assert.True(t, subsequence(d, append([]string{"prctl PR_CAPBSET_DROP", "call"}, drop...)), "%v", d)
+	for _, s := range ds {
+		if s.op == "write tasks" {
+			assert.Equal(t, []uint64{1, 5}, []uint64{s.a, s.b})
+		}
+	}
+
+	// With the host's network, no namespace to join.
+	cfg = testConfig()
+	cfg.Network = true
+	base, err = baseProgram(cfg, false)
+	require.NoError(t, err)
+	assert.NotContains(t, ops(decodeProgram(t, base)), "setns")
+}
