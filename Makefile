@@ -59,7 +59,7 @@ test-vm: deps
 # Go benchmarks of each phase (benchstat-friendly).
 bench: deps build
 	$(BIN) bench -n 300 -j 2 --pool
-	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./cgroup ./nsjail ./overlay ./seccomp
+	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./cgroup ./nsjail ./overlay ./seccomp ./internal/linux
 
 # 10,000 mixed runs two at a time, then pool calls; checks nothing leaks.
 soak: deps
