@@ -43,6 +43,9 @@ func TestSandboxErrorExits125(t *testing.T) {
 	errObj, _ := rec["error"].(map[string]any)
 	require.NotNil(t, errObj, "the receipt names the failed step")
 	assert.Equal(t, "state", errObj["stage"])
+	policy, _ := rec["policy"].(map[string]any)
+	assert.Equal(t, "default", policy["name"], "a failed run's receipt names its policy too")
+	assert.Contains(t, policy["hash"], "sha256:")
 }
 
 func TestReceiptFields(t *testing.T) {

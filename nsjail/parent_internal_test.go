@@ -71,3 +71,26 @@ func TestBaseStepFailureIsReportedToAwait(t *testing.T) {
 	res.releaseMountNS()
 	assertBindFailed(t, res.setupErr, path)
 }
+
+// A step that fails in the rest of the program (sent once the run dir is
+// made, while the parent still makes the cgroup) is reported as that
+// step by the final part's send, not as a failure to reach a gone init;
+// and no final part goes.
+func TestRestStepFailureIsReported(t *testing.T) {
+	cfg, ids, _ := failingBase(t)
+	cfg.Binds = nil // the base succeeds
+	// The overlay cannot be mounted without its upper dir.
+	require.NoError(t, os.RemoveAll(filepath.Join(cfg.RunDir, "upper")))
+	j, err := startJail(nil, nil, nil, false, ids, nil, false)
+	require.NoError(t, err)
+	require.Nil(t, j.sendBase(cfg))
+	require.Nil(t, j.configureRest(cfg, nil))
+	j.ended() // the init failed in the rest and is gone
+	se := j.configureFinal(nil)
+	j.sock.Close()
+	j.res.releaseMountNS()
+	require.NotNil(t, se)
+	assert.Equal(t, "workspace", se.Stage, "%+v", se)
+	assert.NotEqual(t, "config", se.Stage)
+	assert.Same(t, se, j.configureFinal(nil), "kept for await")
+}
