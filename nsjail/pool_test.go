@@ -57,6 +57,16 @@ func TestPoolRunsFreshJails(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, nsjail.StatusSuccess, r4.Status, r4.Error)
 	assert.Equal(t, "Seccomp:\t2", strings.TrimSpace(*r4.Stdout))
+	// Its own network namespace, with only lo; on v1, its run's cgroup
+	// (joined through the tasks files that come with the call).
+	r5, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; echo --; cat /proc/self/cgroup"}, CaptureOutput: true})
+	require.NoError(t, err)
+	require.Equal(t, nsjail.StatusSuccess, r5.Status, r5.Error)
+	ifaces, cgroups, _ := strings.Cut(*r5.Stdout, "--\n")
+	assert.Equal(t, "lo\n", ifaces)
+	if r5.Cgroup == "v1" {
+		assert.Contains(t, cgroups, "run-"+r5.ID)
+	}
 	for i := 0; i < 20; i++ {
 		r, out := exec("true")
 		require.Equal(t, nsjail.StatusSuccess, r.Status, "call %d: %v %s", i, r.Error, out)
