@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/overlay"
 	"github.com/neonbox/neonbox-ns/policies"
 )
@@ -293,7 +294,7 @@ func CommitHeld(ctx context.Context, stateDir, id string, lockTimeout time.Durat
 	if err != nil {
 		return res, err
 	}
-	return res, removeTree(h.dir)
+	return res, linux.RemoveAll(h.dir)
 }
 
 // DiscardHeld throws a held run away.
@@ -302,5 +303,5 @@ func DiscardHeld(stateDir, id string) error {
 	if err != nil {
 		return err
 	}
-	return removeTree(h.dir)
+	return linux.RemoveAll(h.dir)
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/overlay"
 )
 
@@ -91,7 +92,7 @@ func recoverWorkspace(stateDir, workspace string) ([]string, error) {
 				left = filepath.Dir(left)
 				err = runDir{path: left}.removeAbandoned()
 			case strings.HasSuffix(left, ".undo"):
-				err = removeTree(left)
+				err = linux.RemoveAll(left)
 			}
 			if err != nil {
 				notes = append(notes, fmt.Sprintf("could not remove %s, left by %s: %v", left, run, err))
@@ -110,7 +111,7 @@ func pruneHistory(stateDir, workspace string, keep int) error {
 	}
 	var errs []error
 	for len(dirs) > keep {
-		errs = append(errs, removeTree(dirs[0]))
+		errs = append(errs, linux.RemoveAll(dirs[0]))
 		dirs = dirs[1:]
 	}
 	return errors.Join(errs...)
@@ -204,7 +205,7 @@ func Undo(ctx context.Context, w WorkspaceOptions) (*UndoResult, error) {
 	// What the commit had placed goes back into a scratch upper dir on
 	// the same filesystem, then away.
 	scratch := last + ".undo"
-	defer removeTree(scratch)
+	defer linux.RemoveAll(scratch)
 	if err := overlay.Undo(last, scratch, overlay.Identity); err != nil {
 		return nil, err
 	}

@@ -86,11 +86,11 @@ func TestRestStepFailureIsReported(t *testing.T) {
 	require.Nil(t, j.sendBase(cfg))
 	require.Nil(t, j.configureRest(cfg, nil))
 	j.ended() // the init failed in the rest and is gone
-	se := j.configureFinal(nil)
+	se := j.configureFinal(cfg, nil)
 	j.sock.Close()
 	j.res.releaseMountNS()
 	require.NotNil(t, se)
 	assert.Equal(t, "workspace", se.Stage, "%+v", se)
 	assert.NotEqual(t, "config", se.Stage)
-	assert.Same(t, se, j.configureFinal(nil), "kept for await")
+	assert.Same(t, se, j.configureFinal(cfg, nil), "kept for await")
 }

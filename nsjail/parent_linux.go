@@ -63,7 +63,6 @@ func (r *jailResult) releaseMountNS() {
 type jail struct {
 	streams     *streams
 	sock        *os.File
-	cfg         *childConfig
 	inCgroup    bool // started in its v2 cgroup
 	adopted     bool // prestarted; its streams come with the base of its program
 	startFailed bool // prestarted, and its execve (or setup before) failed
@@ -419,14 +418,13 @@ func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	if se := j.configureRest(cfg, cg); se != nil || cfg.Deferred {
 		return se
 	}
-	return j.configureFinal(cg)
+	return j.configureFinal(cfg, cg)
 }
 
 // configureRest sends the rest of the init's program (restProgram): for
 // an init that is not deferred, configureFinal follows, with the cgroup,
 // which the caller may make meanwhile (cg is then nil here).
 func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
-	j.cfg = cfg
 	if !j.baseSent {
 		j.sendBase(cfg)
 	}
@@ -468,7 +466,7 @@ func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 // not deferred (finalProgram), with the v1 cgroup's tasks files: the
 // init's thread joins the cgroup just before execve, so the init's own
 // setup is not charged to the run.
-func (j *jail) configureFinal(cg *cgroup.Cgroup) *StepError {
+func (j *jail) configureFinal(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	if j.res.setupErr != nil {
 		return j.res.setupErr
 	}
@@ -477,8 +475,8 @@ func (j *jail) configureFinal(cg *cgroup.Cgroup) *StepError {
 		return se
 	}
 	defer closeAll(tasks)
-	j.cfg.CgroupTasks = len(tasks)
-	msg, err := finalProgram(j.cfg)
+	cfg.CgroupTasks = len(tasks)
+	msg, err := finalProgram(cfg)
 	if err != nil {
 		return j.failed(asStepError("config", err))
 	}

@@ -73,23 +73,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		se *StepError
 	}
 	rdDone, cgDone := make(chan side, 1), make(chan side, 1)
-	var made side
-	var tookRD, tookCG bool
-	takeRunDir := func() *side {
-		if !tookRD {
-			made, tookRD = <-rdDone, true
-		}
-		return &made
-	}
-	takeSide := func() *side {
-		takeRunDir()
-		if !tookCG {
-			got := <-cgDone
-			made.cg, made.ci, tookCG = got.cg, got.ci, true
-			made.se = cmp.Or(made.se, got.se)
-		}
-		return &made
-	}
+	takeRunDir := sync.OnceValue(func() side { return <-rdDone })
+	takeSide := sync.OnceValue(func() side {
+		sd, got := takeRunDir(), <-cgDone
+		sd.cg, sd.ci, sd.se = got.cg, got.ci, cmp.Or(sd.se, got.se)
+		return sd
+	})
 
 	go func() {
 		rd, err := reserveRunDir(o.StateDir, id)
@@ -143,41 +132,19 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.Policy = policy()
 		sd := takeSide()
 		if td != nil {
-			err := handTeardown(td, helper, sd.cg, sd.rd, r.Held, ended)
-			if err == nil {
-				r.Phases.TeardownHandedOver = true
-				r.TotalMS = ms(time.Since(t0))
-				r.Phases.ParentPeakRSSKiB = peakRSS()
-				if !tFinished.IsZero() {
-					r.Phases.TeardownMS = ms(time.Since(tFinished))
+			if err := handTeardown(td, helper, sd.cg, sd.rd, r.Held, ended); err != nil {
+				// Nothing was handed over: the cleanup is this process's.
+				log.Debug("teardown helper", "err", err)
+				_ = td.Close() // the helper exits
+				if ended != nil {
+					ended.releaseMountNS()
 				}
-				return
-			}
-			// Nothing was handed over: the cleanup is this process's.
-			log.Debug("teardown helper", "err", err)
-			_ = td.Close() // the helper exits
-			if ended != nil {
-				ended.releaseMountNS()
+			} else {
+				r.Phases.TeardownHandedOver = true
 			}
 		}
-		// However the run ends: the cgroup goes (Delete kills what is
-		// left) while the run dir is removed, but for its owner file,
-		// which goes last.
-		cgDeleted := make(chan error, 1)
-		if cg := sd.cg; cg != nil {
-			go func() { cgDeleted <- cg.Delete() }()
-		} else {
-			cgDeleted <- nil
-		}
-		cgErr := sync.OnceValue(func() error { return <-cgDeleted })
-		if err := sd.rd.removeAfter(cgErr); err != nil {
-			r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
-		}
-		if err := cgErr(); err != nil {
-			r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
-		}
-		if released != nil {
-			<-released
+		if !r.Phases.TeardownHandedOver {
+			r.cleanUp(sd.cg, sd.rd, released)
 		}
 		r.TotalMS = ms(time.Since(t0))
 		r.Phases.ParentPeakRSSKiB = peakRSS()
@@ -191,6 +158,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			j.kill()
 		}
 	}()
+
 	if j != nil {
 		r.Warnings = append(r.Warnings, j.warnings...)
 	}
@@ -218,6 +186,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 	defer lock.release()
+	// A jail still alive at a return from here on goes before the lock
+	// does (deferred calls run last first): it may have the workspace
+	// mounted over its lower layer.
+	defer func() {
+		if j != nil && !handed {
+			j.kill()
+			handed = true
+		}
+	}()
 	notes, err := recoverWorkspace(o.StateDir, o.Workspace)
 	r.Warnings = append(r.Warnings, notes...)
 	if err != nil {
@@ -236,7 +213,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(se)
 		return r, nil
 	}
-	rd := made.rd
+	rd := takeRunDir().rd
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
@@ -251,21 +228,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	sd := takeSide()
 	r.applyCgroup(sd.ci)
-	// A jail that has had its rest (the workspace mounted over the lower
-	// layer) goes before the workspace's lock does, not after.
-	stop := func() {
-		if restSent {
-			j.kill()
-			handed = true // killed: nothing left for the deferred kill
-		}
-	}
 	if sd.se != nil {
-		stop()
 		r.sandboxError(sd.se)
 		return r, nil
 	}
 	if filtersErr != nil {
-		stop()
 		r.sandboxError(stepError("seccomp", filtersErr))
 		return r, nil
 	}
@@ -289,7 +256,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	log.Debug("configuring jail", "workspace", o.Workspace, "rundir", rd.path)
 	// A failure is in j.res for await.
 	if restSent {
-		_ = j.configureFinal(cg)
+		_ = j.configureFinal(cfg, cg)
 	} else {
 		_ = j.configure(cfg, cg)
 	}
@@ -344,6 +311,28 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	tFinished = time.Now()
 	r.Phases.FinishMS = ms(tFinished.Sub(res.exitTime))
 	return r, nil
+}
+
+// cleanUp removes the run's cgroup (Delete kills what is left) while the
+// run dir is removed, but for its owner file, which goes last; then it
+// waits for the jail's mounts to go (released, if not nil).
+func (r *Receipt) cleanUp(cg *cgroup.Cgroup, rd runDir, released chan struct{}) {
+	cgDeleted := make(chan error, 1)
+	if cg != nil {
+		go func() { cgDeleted <- cg.Delete() }()
+	} else {
+		cgDeleted <- nil
+	}
+	cgErr := sync.OnceValue(func() error { return <-cgDeleted })
+	if err := rd.removeAfter(cgErr); err != nil {
+		r.Warnings = append(r.Warnings, "clean up run dir: "+err.Error())
+	}
+	if err := cgErr(); err != nil {
+		r.Warnings = append(r.Warnings, "remove cgroup: "+err.Error())
+	}
+	if released != nil {
+		<-released
+	}
 }
 
 func emptyChanges() overlay.Changes {

@@ -338,7 +338,7 @@ func ownerAlive(owner string) bool {
 
 // discardUpper throws the run's changes away: that is the rollback.
 func (d runDir) discardUpper() error {
-	return removeTree(d.upper())
+	return linux.RemoveAll(d.upper())
 }
 
 // removeAbandoned removes the cgroup and then the run dir of a run whose
@@ -378,7 +378,7 @@ func (d runDir) removeAfter(others func() error) error {
 	}
 	for _, e := range entries {
 		if e.Name() != "owner" {
-			if err := removeTree(filepath.Join(d.path, e.Name())); err != nil {
+			if err := linux.RemoveAll(filepath.Join(d.path, e.Name())); err != nil {
 				return err
 			}
 		}
@@ -393,7 +393,7 @@ func (d runDir) removeAfter(others func() error) error {
 			return nil
 		}
 	}
-	return removeTree(d.path)
+	return linux.RemoveAll(d.path)
 }
 
 // mountRoot reports whether p is the root of a mount.
@@ -409,8 +409,3 @@ func (d runDir) full() bool {
 	var st unix.Statfs_t
 	return unix.Statfs(d.path, &st) == nil && (st.Bavail == 0 || st.Ffree == 0)
 }
-
-// removeTree removes p and everything below it, never through a mount
-// point or a symlink, making unreadable directories readable on the way
-// (overlay leaves its work/work directory with mode 0).
-func removeTree(p string) error { return linux.RemoveAll(p) }

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"sort"
 	"strings"
 
@@ -223,10 +222,4 @@ func typeProblem(err error) Problem {
 		return Problem{Path: te.Field, Message: fmt.Sprintf("want %s, got %s", te.Type, te.Value)}
 	}
 	return Problem{Message: err.Error()}
-}
-
-// cleanRel reports whether p is a clean relative path that stays inside
-// its root.
-func cleanRel(p string) bool {
-	return p != "" && !path.IsAbs(p) && path.Clean(p) == p && p != ".." && !strings.HasPrefix(p, "../")
 }

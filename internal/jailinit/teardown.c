@@ -19,6 +19,7 @@
 // Only system calls run here (a test forks it from a multi-threaded Go
 // process): no allocation, no stdio.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -33,10 +34,6 @@
 
 #include "teardown.h"
 
-#ifndef DT_UNKNOWN
-#define DT_UNKNOWN 0
-#define DT_DIR 4
-#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -48,14 +45,6 @@
 // in Go.
 #define MAX_DEPTH 128
 #define MAX_FDS 4
-
-struct dirent64 {
-	uint64_t ino;
-	int64_t off;
-	unsigned short reclen;
-	unsigned char type;
-	char name[];
-};
 
 static int remove_at(int parent, const char *name, unsigned char type, int depth);
 
@@ -108,10 +97,10 @@ static int empty_dir(int fd, int depth, const char *skip)
 			return rc;
 		for (long off = 0; off < n;) {
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			off += d->reclen;
-			if (!strcmp(d->name, ".") || !strcmp(d->name, "..") || (skip && !strcmp(d->name, skip)))
+			off += d->d_reclen;
+			if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") || (skip && !strcmp(d->d_name, skip)))
 				continue;
-			if (remove_at(fd, d->name, d->type, depth + 1) < 0)
+			if (remove_at(fd, d->d_name, d->d_type, depth + 1) < 0)
 				rc = -1;
 		}
 	}
@@ -169,9 +158,9 @@ static int remove_rundir(const char *path, int cgroups_gone)
 	return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
-// run does the job in msg (n bytes): see teardown.h. *rundir is the
+// run_job does the job in msg (n bytes): see teardown.h. *rundir is the
 // run dir it names, if any.
-static int run(const char *msg, size_t n, const char **rundir)
+static int run_job(const char *msg, size_t n, const char **rundir)
 {
 	static const char magic[] = JT_MAGIC;
 	if (n < sizeof(magic) || memcmp(msg, magic, sizeof(magic)) != 0 || msg[n - 1] != '\0')
@@ -215,9 +204,9 @@ static void close_all_but(int keep)
 			break;
 		for (long off = 0; off < n;) {
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			off += d->reclen;
+			off += d->d_reclen;
 			int fd = 0, digits = 0;
-			for (const char *c = d->name; *c >= '0' && *c <= '9'; c++, digits++)
+			for (const char *c = d->d_name; *c >= '0' && *c <= '9'; c++, digits++)
 				fd = fd * 10 + (*c - '0');
 			if (digits > 0 && fd > 2 && fd != keep && fd != dir)
 				close(fd);
@@ -261,7 +250,7 @@ static void __attribute__((noreturn)) helper_main(int sock, int from_go)
 	int32_t pid = getpid();
 	if (send(sock, &pid, sizeof(pid), MSG_NOSIGNAL) != sizeof(pid))
 		_exit(0);
-	static char msg[1 << 16];
+	static char msg[JT_MAX_JOB];
 	union {
 		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
 		struct cmsghdr align;
@@ -293,7 +282,7 @@ static void __attribute__((noreturn)) helper_main(int sock, int from_go)
 	if (n <= 0 || (mh.msg_flags & MSG_TRUNC))
 		_exit(0);
 	const char *rundir = NULL;
-	if (run(msg, (size_t)n, &rundir) == 0)
+	if (run_job(msg, (size_t)n, &rundir) == 0)
 		_exit(0);
 	// Go finishes what is left (not from a test: that binary is no
 	// neonbox-ns).
@@ -311,10 +300,8 @@ int jt_start(struct jt_helper *out)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
 		return -1;
 	pid_t pid = fork();
-	if (pid == 0) {
-		close(pair[0]); // else it would never see EOF
-		helper_main(pair[1], 1);
-	}
+	if (pid == 0)
+		helper_main(pair[1], 1); // settle closes pair[0]
 	int err = errno;
 	close(pair[1]);
 	if (pid < 0) {

@@ -111,7 +111,7 @@ func (t *Teardown) Hand(job TeardownJob) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if b.Len() > 1<<16 {
+	if b.Len() > C.JT_MAX_JOB {
 		return fmt.Errorf("teardown helper: job of %d bytes is too long", b.Len())
 	}
 	var rights []byte

@@ -32,6 +32,7 @@
 #include <sys/types.h>
 
 #define JT_MAGIC "NBT1"
+#define JT_MAX_JOB (1 << 16) /* bytes of a job message, at most */
 #define JT_INIT_ARG "--teardown-helper" /* argv[1] of an init that forks it */
 #define JT_INIT_FD 4                     /* its socket, in that init */
 /* argv[0] under which the helper re-executes neonbox-ns when it could

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -143,19 +144,13 @@ func readDirents(fd int, path string, f func(name string, typ uint8)) error {
 				return &fs.PathError{Op: "getdents", Path: path, Err: unix.EIO}
 			}
 			typ, raw := b[18], b[19:reclen]
-			if name := string(raw[:clen(raw)]); name != "." && name != ".." {
+			if i := bytes.IndexByte(raw, 0); i >= 0 {
+				raw = raw[:i]
+			}
+			if name := string(raw); name != "." && name != ".." {
 				f(name, typ)
 			}
 			b = b[reclen:]
 		}
 	}
-}
-
-func clen(b []byte) int {
-	for i, c := range b {
-		if c == 0 {
-			return i
-		}
-	}
-	return len(b)
 }

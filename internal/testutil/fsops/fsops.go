@@ -501,13 +501,6 @@ func join(dir, name string) string {
 	return dir + "/" + name
 }
 
-func depthOf(p string) int {
-	if p == "." {
-		return 0
-	}
-	return strings.Count(p, "/") + 1
-}
-
 func sortedNames(n *node) []string {
 	names := make([]string, 0, len(n.kids))
 	for name := range n.kids {
