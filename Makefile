@@ -1,5 +1,5 @@
 # neonbox-ns: the two commands a fresh Debian machine needs (as root):
-#   make demo   install dependencies, build, and run one real jailed command
+#   make demo   install dependencies, build, and run real jailed commands (one committed, one rolled back)
 #   make test   install dependencies and run the whole test suite
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
