@@ -1,7 +1,6 @@
 package nsjail
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,38 +61,23 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	network := o.Policy.Has(policies.Network)
 
-	// The run dir and the cgroup depend on neither the jail nor the
-	// workspace lock: they are made meanwhile, the run dir first (by its
-	// owner file, a later run finds and removes what this one leaves if
-	// it is killed), and each is taken when it is needed.
-	type side struct {
-		rd runDir // reserved; made below; removing the zero runDir does nothing
+	// The cgroup is made beside the jail's start, once the run dir
+	// exists (by its owner file, a later run finds and removes what this
+	// one leaves if it is killed), and taken when the final part of the
+	// init's program needs it.
+	type made struct {
 		cg *cgroup.Cgroup
 		ci cgroupInfo
 		se *StepError
 	}
-	rdDone, cgDone := make(chan side, 1), make(chan side, 1)
-	takeRunDir := sync.OnceValue(func() side { return <-rdDone })
-	takeSide := sync.OnceValue(func() side {
-		sd, got := takeRunDir(), <-cgDone
-		sd.cg, sd.ci, sd.se = got.cg, got.ci, cmp.Or(sd.se, got.se)
-		return sd
+	var rd runDir        // reserved below; removing the zero runDir does nothing
+	var cgMade chan made // not nil once the cgroup is being made
+	takeCgroup := sync.OnceValue(func() made {
+		if cgMade == nil {
+			return made{}
+		}
+		return <-cgMade
 	})
-
-	go func() {
-		rd, err := reserveRunDir(o.StateDir, id)
-		if err != nil {
-			rdDone <- side{rd: rd, se: stepError("state", err)}
-			cgDone <- side{}
-			return
-		}
-		rdDone <- side{rd: rd}
-		var sd side
-		if sd.cg, sd.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
-			sd.se = stepError("cgroup", err)
-		}
-		cgDone <- sd
-	}()
 
 	// Where the jail can be born before its cgroup exists (no unified
 	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
@@ -130,9 +114,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	var helper string          // td's identity, once known
 	defer func() {
 		r.Policy = policy()
-		sd := takeSide()
+		cg := takeCgroup().cg
 		if td != nil {
-			if err := handTeardown(td, helper, sd.cg, sd.rd, r.Held, ended); err != nil {
+			if err := handTeardown(td, helper, cg, rd, r.Held, ended); err != nil {
 				// Nothing was handed over: the cleanup is this process's.
 				log.Debug("teardown helper", "err", err)
 				_ = td.Close() // the helper exits
@@ -144,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			}
 		}
 		if !r.Phases.TeardownHandedOver {
-			r.cleanUp(sd.cg, sd.rd, released)
+			r.cleanUp(cg, rd, released)
 		}
 		r.TotalMS = ms(time.Since(t0))
 		r.Phases.ParentPeakRSSKiB = peakRSS()
@@ -201,19 +185,21 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("recover", err))
 		return r, nil
 	}
-	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
-	// Made here rather than in the side goroutine: this one would
-	// otherwise only wait for that one.
-	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
-	if td != nil {
-		helper = helperIdentity(td)
-	}
-
-	if se := takeRunDir().se; se != nil {
-		r.sandboxError(se)
+	// The run dir is on the way to the rest of the init's program,
+	// which mounts the workspace, so only once it is locked and whole.
+	if rd, err = reserveRunDir(o.StateDir, id); err != nil {
+		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
-	rd := takeRunDir().rd
+	cgMade = make(chan made, 1)
+	go func() {
+		var m made
+		var err error
+		if m.cg, m.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
+			m.se = stepError("cgroup", err)
+		}
+		cgMade <- m
+	}()
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
@@ -222,21 +208,26 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	restSent := false
 	if j != nil {
 		// The init mounts the workspace and pivots while the cgroup
-		// is made; a failure is reported by await.
+		// is made and the filters read; a failure is reported by await.
 		_ = j.configureRest(cfg, nil)
 		restSent = true
 	}
-	sd := takeSide()
-	r.applyCgroup(sd.ci)
-	if sd.se != nil {
-		r.sandboxError(sd.se)
+	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
+	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
+	if td != nil {
+		helper = helperIdentity(td)
+	}
+	m := takeCgroup()
+	r.applyCgroup(m.ci)
+	if m.se != nil {
+		r.sandboxError(m.se)
 		return r, nil
 	}
 	if filtersErr != nil {
 		r.sandboxError(stepError("seccomp", filtersErr))
 		return r, nil
 	}
-	cg := sd.cg
+	cg := m.cg
 	if j == nil {
 		// Born in its v2 cgroup, and after a --disk run dir's mount.
 		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, false); err != nil {
