@@ -1,11 +1,8 @@
 package nsjail
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -25,8 +22,6 @@ const (
 // idPlan says how ids are mapped for one run.
 type idPlan struct {
 	rootful  bool
-	uidMap   []syscall.SysProcIDMap
-	gidMap   []syscall.SysProcIDMap
 	jailUID  uint32 // CMD's ids inside the jail
 	jailGID  uint32
 	setGroup bool
@@ -56,17 +51,12 @@ func planIDs(wsUID, wsGID uint32) (idPlan, error) {
 
 // hostIDs is the mapping of the jail's ids onto the host's, which
 // depends only on who runs neonbox-ns (see planIDs).
-func hostIDs() idPlan {
-	if os.Geteuid() != 0 {
-		uid, gid := os.Geteuid(), os.Getegid()
-		return idPlan{
-			uidMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			gidMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-		}
-	}
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: jailIDCount}}
-	return idPlan{rootful: true, uidMap: m, gidMap: m, setGroup: true}
-}
+func hostIDs() idPlan { return spawnIDs(os.Geteuid() == 0) }
+
+// spawnIDs is hostIDs for neonbox-ns run as root or not: the jail's
+// 65536 ids on the unused host range, or its root on the caller's ids
+// (idMap), for which the kernel requires setgroups denied.
+func spawnIDs(rootful bool) idPlan { return idPlan{rootful: rootful, setGroup: rootful} }
 
 // commitIDs translates upper-dir owners back to workspace owners.
 func (p idPlan) commitIDs() overlay.IDMap {
@@ -99,31 +89,13 @@ func (p idPlan) mounterOwner() (int, int) {
 	return hostIDBase, hostIDBase
 }
 
-// writeMaps writes the id maps of the user namespace pid is in, which
-// the jail's init made. As another user, setgroups must be denied first
-// or the kernel refuses the gid map (user_namespaces(7)).
-func (p idPlan) writeMaps(pid int) error {
-	dir := "/proc/" + strconv.Itoa(pid) + "/"
-	write := func(name string, maps []syscall.SysProcIDMap, text string) error {
-		for _, m := range maps {
-			text += fmt.Sprintf("%d %d %d\n", m.ContainerID, m.HostID, m.Size)
-		}
-		f, err := os.OpenFile(dir+name, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		_, err = f.WriteString(text)
-		return errors.Join(err, f.Close())
-	}
-	if err := write("uid_map", p.uidMap, ""); err != nil {
-		return err
-	}
+// idMap is the text of the jail's uid and gid maps as the init's
+// CloneInit takes it: "" maps the jail's root to neonbox-ns's own ids.
+func (p idPlan) idMap() string {
 	if !p.rootful {
-		if err := write("setgroups", nil, "deny"); err != nil {
-			return err
-		}
+		return ""
 	}
-	return write("gid_map", p.gidMap, "")
+	return fmt.Sprintf("%d %d %d\n", 0, hostIDBase, jailIDCount)
 }
 
 // prepare checks o and decides the run's ids from the workspace owner.

@@ -143,7 +143,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 
 // spawnJail starts a new init, in the cgroup cgFD when intoCgroup.
 func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool) (*jail, error) {
-	prog, err := spawnProgram(flags, ids.setGroup)
+	prog, err := spawnProgram(flags, ids)
 	if err != nil {
 		return nil, asStepError("config", err)
 	}
@@ -155,20 +155,10 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 	childEnd := os.NewFile(uintptr(pair[1]), "neonbox-sync-child")
 	defer childEnd.Close()
 	// The init reads its first program before this process can do
-	// anything: queue it now, with the pipe on which it learns that its
-	// ids are mapped.
-	mapped, mappedW, err := os.Pipe()
-	if err == nil {
-		err = unix.Sendmsg(pair[0], prog, unix.UnixRights(int(mapped.Fd())), nil, 0)
-		mapped.Close()
-		if err != nil {
-			mappedW.Close()
-			err = os.NewSyscallError("sendmsg", err)
-		}
-	}
-	if err != nil {
+	// anything: queue it now.
+	if err := unix.Sendmsg(pair[0], prog, nil, nil, 0); err != nil {
 		parentEnd.Close()
-		return nil, stepError("spawn", err)
+		return nil, stepError("spawn", os.NewSyscallError("sendmsg", err))
 	}
 
 	attr := &os.ProcAttr{
@@ -199,10 +189,9 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		first, err := os.StartProcess(reexec.Self, []string{initName}, attr)
 		started <- err
 		if err != nil {
-			mappedW.Close()
 			return
 		}
-		j.supervise(first, mappedW, ids, nil)
+		j.supervise(first, nil)
 	}()
 	if err := <-started; err != nil {
 		parentEnd.Close()
@@ -225,8 +214,8 @@ var prestarted struct {
 }
 
 // AdoptPrestarted takes the jail's init that this binary started before
-// its Go runtime (the neonbox-ns CLI's exec: see internal/jailinit), maps
-// its ids and keeps it for the next Run; and probes the host's cgroups
+// its Go runtime (the neonbox-ns CLI's exec: see internal/jailinit), learns
+// its pid and keeps it for the next Run; and probes the host's cgroups
 // for that Run. Called first thing in main, all this overlaps with the
 // reading of the command line and policy. Without a prestarted init it
 // does nothing; Run takes one even if this was not called.
@@ -239,7 +228,7 @@ func adoptPrestarted(probe bool) {
 	if pre == nil {
 		return
 	}
-	// The probe runs in the goroutine that maps the ids, once it has:
+	// The probe runs in the goroutine that learns the init's pid, once it has:
 	// spawn, which it waits for, depends on nothing Run does. So does the
 	// survey of the host's system directories, which Run needs next.
 	var then func()
@@ -312,7 +301,7 @@ func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	// ran the C constructor, the main thread, which lives as long as
 	// this process.
 	first, _ := os.FindProcess(pre.Pid) // does not fail on Linux
-	go j.supervise(first, pre.Mapped, hostIDs(), then)
+	go j.supervise(first, then)
 	return j
 }
 
@@ -320,11 +309,11 @@ func newJail(sock *os.File, s *streams) *jail {
 	return &jail{sock: sock, streams: s, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
 }
 
-// supervise maps the ids of the user namespace the init makes, runs then
-// (if not nil), and waits for the jail to end. first is the process
-// started in this process's namespaces.
-func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan, then func()) {
-	j.proc, j.spawnErr = j.spawn(mappedW, ids)
+// supervise learns the init's pid, runs then (if not nil), and waits for
+// the jail to end. first is the process started in this process's
+// namespaces.
+func (j *jail) supervise(first *os.Process, then func()) {
+	j.proc, j.spawnErr = j.spawn()
 	j.spawnAt = monotonic()
 	if j.proc != nil {
 		j.mountNS = holdMountNS(j.proc.Pid)
@@ -342,13 +331,11 @@ func (j *jail) supervise(first *os.Process, mappedW *os.File, ids idPlan, then f
 	j.exited <- state
 }
 
-// spawn learns the pid of the jail's init, which the init reports first
-// of all, and maps the ids of its user namespace; closing mappedW, after
-// a byte or without, lets the init go on.
-func (j *jail) spawn(mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
-	defer mappedW.Close()
-	// The init says its pid first of all; the process that forked it
-	// may report a failure before that. The init is this process's
+// spawn learns the pid of the jail's init, which the process that forked
+// it reports once it has mapped the init's ids.
+func (j *jail) spawn() (*os.Process, *StepError) {
+	// That process (or the init) may report a failure before the pid,
+	// a failure to map the ids included. The init is this process's
 	// child (CLONE_PARENT), to be waited for: its pid cannot be reused
 	// before.
 	var failed *StepError
@@ -377,21 +364,8 @@ func (j *jail) spawn(mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
 			_ = proc.Kill()
 			return proc, failed
 		}
-		return j.mapIDs(proc, mappedW, ids)
+		return proc, nil
 	}
-}
-
-// mapIDs writes the init's id maps and tells it so.
-func (j *jail) mapIDs(proc *os.Process, mappedW *os.File, ids idPlan) (*os.Process, *StepError) {
-	if err := ids.writeMaps(proc.Pid); err != nil {
-		_ = proc.Kill()
-		return proc, stepError("spawn", err)
-	}
-	if _, err := mappedW.Write([]byte{1}); err != nil {
-		_ = proc.Kill()
-		return proc, stepError("spawn", err)
-	}
-	return proc, nil
 }
 
 // waitSpawned waits until the jail's init is known (or failed to start)

@@ -421,29 +421,27 @@ func setIDs(p *jailinit.Program, uid, gid uint32, setGroups bool) {
 const jailHostname = "neonbox"
 
 // spawnProgram is the first part of what the init runs, queued before it
-// starts: the process started in the parent's namespaces unshares the
-// jail's namespaces (flags) and forks the init proper, pid 1 of a new pid
-// namespace, which waits for the parent to map its ids (a byte on the
-// pipe that comes as descriptor slot 0) and becomes root in the jail.
-// The network namespace, the slowest to make, is made by the first
-// process meanwhile; the init joins it at the end of the base of the program.
+// starts: the process started in the parent's namespaces forks the init
+// proper, pid 1 of a new pid namespace and of the jail's other
+// namespaces (flags), writes its id maps (ids) and tells the parent its
+// pid; the init waits for its maps and becomes root in the jail. The
+// network namespace, the slowest to make, is made by the first process
+// meanwhile; the init joins it at the end of the base of the program.
 // While it waits, the init names the host, which needs no mapped ids.
-func spawnProgram(flags uintptr, setGroups bool) ([]byte, error) {
+func spawnProgram(flags uintptr, ids idPlan) ([]byte, error) {
 	var p jailinit.Program
 	newNet := flags&unix.CLONE_NEWNET != 0
 	p.Stage("spawn")
-	p.Unshare(flags &^ unix.CLONE_NEWNET)
-	p.MarkAs("unshared")
-	p.CloneInit(newNet)
+	p.CloneInit(flags&^unix.CLONE_NEWNET, newNet, ids.idMap())
 	p.MarkAs("cloned")
 	p.Stage("hostname")
 	p.Hostname(jailHostname)
 	p.Stage("spawn")
-	p.AwaitIDMap(0)
+	p.AwaitIDMap()
 	// As the jail's root from here on; clears the groups the init
 	// inherited from the parent (setgroups is denied when the jail
 	// maps only one id).
-	setIDs(&p, 0, 0, setGroups)
+	setIDs(&p, 0, 0, ids.setGroup)
 	p.MarkAs("mapped")
 	p.Stage("config")
 	p.Continue()

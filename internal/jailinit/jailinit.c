@@ -1,10 +1,10 @@
 // Runs in the jail's init: the neonbox-ns binary re-executed as
 // "neonbox-init". It runs as a constructor, before the Go runtime starts,
 // executes the program the parent sent (see jailinit.h) and execs CMD.
-// The program's first steps make the jail: the re-executed process
-// unshares the new namespaces, forks pid 1 of a new pid namespace (the
-// init proper, root of the new user namespace once the parent has mapped
-// its ids) and exits; the init builds the jail and execs CMD. The
+// The program's first steps make the jail: the re-executed process forks
+// pid 1 in new namespaces (the init proper), maps the ids of its user
+// namespace, makes its network namespace and exits; the init builds the
+// jail and execs CMD. The
 // parent starts it with vfork: no copy of its own large address space.
 // It decides nothing: each path, flag and order comes from the parent.
 // Any failed step is reported, as the JSON
@@ -104,7 +104,8 @@ static struct {
 	int nmarks;
 	int parent;     // pidfd of neonbox-ns, once clone_init made the init; else -1
 	int netns_from; // where the network namespace comes from (clone_init); else -1
-} st = {.parent = -1, .netns_from = -1};
+	int idmap_from; // where the word that the ids are mapped comes from (clone_init); else -1
+} st = {.parent = -1, .netns_from = -1, .idmap_from = -1};
 
 // ---- reporting -------------------------------------------------------
 
@@ -162,9 +163,9 @@ static const char too_long[] = "(the error report was too long)";
 static const char too_long_report[] =
 	"{\"error\":{\"stage\":\"init\",\"message\":\"(the error report was too long)\"}}";
 
-// fail_at reports that op failed on path with err (an errno; the parent
-// words it when msg is NULL) or with msg, and ends the init.
-static void fail_at(const struct op *op, const char *path, int err, const char *msg)
+// report_error reports that op failed on path with err (an errno; the
+// parent words it when msg is NULL) or with msg.
+static void report_error(const struct op *op, const char *path, int err, const char *msg)
 {
 	static char out[JI_MAX_REPORT];
 	char num[32];
@@ -186,9 +187,15 @@ static void fail_at(const struct op *op, const char *path, int err, const char *
 	if (at <= cap)
 		put(out, at);
 	else if (msg != too_long) // too long to report whole: say what fits
-		fail_at(op, "", err, too_long);
+		report_error(op, "", err, too_long);
 	else
 		put(too_long_report, sizeof(too_long_report) - 1);
+}
+
+// fail_at reports the failure (report_error) and ends the init.
+static void fail_at(const struct op *op, const char *path, int err, const char *msg)
+{
+	report_error(op, path, err, msg);
 	_exit(1);
 }
 
@@ -572,18 +579,65 @@ static int recv_fd(int sock)
 	return fd;
 }
 
-// clone_init forks pid 1 of a new pid namespace. CLONE_PARENT makes it
-// the child of neonbox-ns, which waits for it; its first act is to tell
-// neonbox-ns its pid, so that whatever happens next neonbox-ns knows its
-// child. This process then exits.
-//
-// With net, this process first makes the jail's network namespace (the
-// costliest namespace to make) while pid 1 goes on, and sends it to pid
-// 1, which joins it later (JI_JOIN_NETNS); if this process dies first,
-// pid 1 finds no network namespace and fails.
-static void clone_init(const struct op *op, int net)
+// write_file writes text to path; it returns 0 or an errno.
+static int write_file(const char *path, const char *text)
 {
-	int go[2] = {-1, -1};
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	size_t n = strlen(text);
+	ssize_t w = write(fd, text, n);
+	int err = w < 0 ? errno : (size_t)w != n ? EIO : 0;
+	close(fd);
+	return err;
+}
+
+// map_ids writes the id maps of pid's user namespace: map for both uids
+// and gids, or, if empty, the jail's root as this process's own ids,
+// with setgroups denied first, as the kernel then requires
+// (user_namespaces(7)). On a failure it reports the file and returns -1.
+static int map_ids(const struct op *op, pid_t pid, const char *map)
+{
+	char path[64], own[64];
+	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
+	for (int i = 0; i < 3; i++) {
+		const char *text = map;
+		if (!map[0] && i == 1)
+			text = "deny";
+		else if (!map[0])
+			snprintf(own, sizeof(own), "0 %u 1\n", i == 0 ? (unsigned)geteuid() : (unsigned)getegid()), text = own;
+		else if (i == 1)
+			continue; // setgroups stays allowed
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
+		int err = write_file(path, text);
+		if (err) {
+			report_error(op, path, err, NULL);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+// clone_init forks pid 1 in new namespaces (op->a: the user namespace
+// and the others, and always a pid namespace). CLONE_PARENT makes it the
+// child of neonbox-ns, which waits for it. This process, still in
+// neonbox-ns's user namespace, maps pid 1's ids (map_ids, with the map in
+// the op's argument), and only then tells neonbox-ns pid 1's pid, so
+// that neonbox-ns may rely on the maps (an idmapped mount needs them);
+// a failure to map is reported before the pid. Pid 1 waits for its maps
+// (JI_AWAIT_IDMAP).
+//
+// With a network namespace (op->b), this process then joins pid 1's user
+// namespace and makes it there (the costliest namespace to make) while
+// pid 1 goes on, and sends it to pid 1, which joins it later
+// (JI_JOIN_NETNS); if this process dies first, pid 1 finds no network
+// namespace and fails. This process then exits.
+static void clone_init(const struct op *op)
+{
+	int net = op->b != 0;
+	int go[2] = {-1, -1}, mapped[2];
+	if (pipe2(mapped, O_CLOEXEC) < 0)
+		fail(op, errno, NULL);
 	if (net && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, go) < 0)
 		fail(op, errno, NULL);
 	// pid 1's parent will be neonbox-ns (getppid() would say 0 in the
@@ -591,48 +645,49 @@ static void clone_init(const struct op *op, int net)
 	st.parent = (int)syscall(SYS_pidfd_open, getppid(), 0);
 	if (st.parent < 0)
 		fail(op, errno, NULL);
-	// Opened now: once pid 1 has pivoted into the jail's root (which
-	// this process shares, in the same mount namespace), /proc is the
-	// jail's, where this process has no /proc/self.
-	int nsdir = -1;
-	if (net && (nsdir = open("/proc/self/ns", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		fail_at(op, "/proc/self/ns", errno, NULL);
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
+	unsigned long flags = CLONE_PARENT | CLONE_NEWPID | (unsigned long)op->a | SIGCHLD;
+	pid_t pid = (pid_t)syscall(SYS_clone, flags, 0, NULL, NULL, 0);
 	if (pid < 0)
 		fail(op, errno, NULL);
 	if (pid == 0) {
-		if (net) {
+		close(mapped[1]);
+		st.idmap_from = mapped[0];
+		if (net)
 			close(go[1]);
-			close(nsdir);
-		}
 		st.netns_from = go[0];
-		// getpid() says 1 here; the host's /proc, still mounted, says
-		// the pid neonbox-ns knows this process by.
-		char self[32], msg[64];
-		ssize_t k = readlink("/proc/self", self, sizeof(self) - 1);
-		if (k <= 0)
-			fail_at(op, "/proc/self", errno, NULL);
-		self[k] = 0;
-		char *end;
-		long host = strtol(self, &end, 10);
-		if (*end || host <= 0)
-			fail_at(op, "/proc/self", 0, "not a pid");
-		int n = snprintf(msg, sizeof(msg), "{\"pid\":%ld}", host);
-		if (!put(msg, (size_t)n))
-			_exit(1); // neonbox-ns is gone
 		// Dies with the thread of neonbox-ns that started the jail,
 		// as that thread's own child would.
 		if (set_pdeathsig(SIGKILL) < 0)
 			fail(op, errno, NULL);
 		return;
 	}
-	if (net) {
+	close(mapped[0]);
+	if (net)
 		close(go[0]);
+	// clone returns the pid neonbox-ns knows pid 1 by: this process is
+	// in neonbox-ns's pid namespace.
+	int ok = map_ids(op, pid, op->nstr > JI_META ? arg(op, 0) : "") == 0;
+	char msg[64];
+	int n = snprintf(msg, sizeof(msg), "{\"pid\":%d}", (int)pid);
+	if (!put(msg, (size_t)n) || !ok)
+		_exit(1); // pid 1 reads EOF and fails too
+	if (write(mapped[1], "", 1) != 1)
+		fail(op, errno, NULL);
+	close(mapped[1]);
+	if (net) {
 		// A failure is reported as this process's; pid 1, sent
 		// nothing, fails too.
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		int userns = open(path, O_RDONLY | O_CLOEXEC);
+		if (userns < 0)
+			fail_at(op, path, errno, NULL);
+		if (setns(userns, CLONE_NEWUSER) < 0)
+			fail_at(op, "setns CLONE_NEWUSER", errno, NULL);
+		close(userns);
 		if (unshare(CLONE_NEWNET) < 0)
 			fail_at(op, "unshare CLONE_NEWNET", errno, NULL);
-		int ns = openat(nsdir, "net", O_RDONLY | O_CLOEXEC);
+		int ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 		if (ns < 0)
 			fail_at(op, "/proc/self/ns/net", errno, NULL);
 		if (ji_send_fd(go[1], "", 1, ns) < 0)
@@ -658,20 +713,22 @@ static void join_netns(const struct op *op)
 	st.netns_from = -1;
 }
 
-// await_idmap waits until neonbox-ns has written the user namespace's id
-// maps: a byte on the pipe in fd slot i. EOF means it could not.
-static void await_idmap(const struct prog *p, const struct op *op, uint64_t i)
+// await_idmap waits until the process that forked this one has written
+// the user namespace's id maps (clone_init). EOF means it could not.
+static void await_idmap(const struct op *op)
 {
-	int fd = slot(p, op, i);
 	char b;
 	ssize_t n;
-	while ((n = read(fd, &b, 1)) < 0 && errno == EINTR)
+	if (st.idmap_from < 0)
+		fail(op, 0, "no id maps are coming");
+	while ((n = read(st.idmap_from, &b, 1)) < 0 && errno == EINTR)
 		;
 	if (n < 0)
 		fail(op, errno, NULL);
 	if (n == 0)
-		fail(op, 0, "neonbox-ns did not map the jail's ids");
-	close(fd);
+		fail(op, 0, "the jail's ids were not mapped");
+	close(st.idmap_from);
+	st.idmap_from = -1;
 }
 
 static char **strings(const struct op *op)
@@ -822,10 +879,10 @@ static void run(struct prog *p, int in_call)
 			r = unshare((int)op->a);
 			break;
 		case JI_CLONE_INIT:
-			clone_init(op, op->a != 0);
+			clone_init(op);
 			break;
 		case JI_AWAIT_IDMAP:
-			await_idmap(p, op, op->a);
+			await_idmap(op);
 			break;
 		case JI_JOIN_NETNS:
 			join_netns(op);

@@ -325,23 +325,27 @@ func (p *Program) Exec() { p.add(opExec, 0, 0, 0, "execve", "") }
 // Unshare moves the init into new namespaces (unshare(2) flags).
 func (p *Program) Unshare(flags uintptr) { p.add(opUnshare, 0, uint64(flags), 0, "unshare", "") }
 
-// CloneInit forks the jail's init proper: pid 1 of a new pid namespace,
-// a child of the parent (CLONE_PARENT), which reports {"pid":N} (its pid
-// as the parent sees it) and runs the rest of the program. The process
-// that ran the program so far exits; with newNet, it first makes a
-// network namespace, while the init goes on, for the init to join
-// (JoinNetNS).
-func (p *Program) CloneInit(newNet bool) {
-	var a uint64
+// CloneInit forks the jail's init proper: pid 1 of a new pid namespace
+// and of the namespaces in flags (clone(2) flags: a user namespace, say),
+// a child of the parent (CLONE_PARENT), which runs the rest of the
+// program. The process that ran the program so far writes the id maps
+// of pid 1's user namespace: idMap for both uids and gids, or, if empty,
+// the jail's root as that process's own ids (setgroups denied). Then it
+// reports {"pid":N} (pid 1's pid as the parent sees it: the ids are
+// mapped by then) and exits; with newNet, it first makes a network
+// namespace owned by pid 1's user namespace, while pid 1 goes on, for
+// pid 1 to join (JoinNetNS).
+func (p *Program) CloneInit(flags uintptr, newNet bool, idMap string) {
+	var b uint64
 	if newNet {
-		a = 1
+		b = 1
 	}
-	p.add(opCloneInit, 0, a, 0, "clone", "")
+	p.add(opCloneInit, 0, uint64(flags), b, "clone", "", idMap)
 }
 
-// AwaitIDMap waits until the parent has written the user namespace's id
-// maps: one byte on the pipe in descriptor slot slot.
-func (p *Program) AwaitIDMap(slot int) { p.add(opAwaitIDMap, 0, uint64(slot), 0, "read", "id map") }
+// AwaitIDMap waits until the process that ran CloneInit has written the
+// user namespace's id maps.
+func (p *Program) AwaitIDMap() { p.add(opAwaitIDMap, 0, 0, 0, "read", "id map") }
 
 // JoinNetNS joins the network namespace CloneInit(true) made.
 func (p *Program) JoinNetNS() { p.add(opJoinNetNS, 0, 0, 0, "setns", "") }

@@ -282,53 +282,54 @@ func TestInitTakesLongArgumentLists(t *testing.T) {
 
 // spawned is an init started with a spawn program (see startSpawn).
 type spawned struct {
-	sock    *os.File // the parent's end
-	mappedW *os.File // a byte here: the ids are mapped
-	cmd     *exec.Cmd
-	stdout  *bytes.Buffer
-	init    *os.Process
+	sock   *os.File // the parent's end
+	cmd    *exec.Cmd
+	stdout *bytes.Buffer
+	init   *os.Process
 }
 
-// spawnProgram begins a program as the runtime's does: a new user
-// namespace, pid 1 forked (and with newNet a network namespace made for
-// it), and the wait for the id maps.
-func spawnProgram(t *testing.T, newNet bool) *jailinit.Program {
+// spawnProgram begins a program as the runtime's does: pid 1 forked in a
+// new user namespace, with idMap (and with newNet a network namespace
+// made for it), and the wait for the id maps.
+func spawnProgram(t *testing.T, newNet bool, idMap string) *jailinit.Program {
 	t.Helper()
 	testutil.RequireUserNS(t)
 	p := &jailinit.Program{}
 	p.Stage("spawn")
-	p.Unshare(unix.CLONE_NEWUSER)
-	p.CloneInit(newNet)
-	p.AwaitIDMap(0)
+	p.CloneInit(unix.CLONE_NEWUSER, newNet, idMap)
+	p.AwaitIDMap()
 	return p
 }
 
-// startSpawn starts the init with p, which takes the id-map pipe as
-// descriptor slot 0, and reads the init's pid from the process that
-// forked it.
-func startSpawn(t *testing.T, p *jailinit.Program) *spawned {
+// startSpawn starts the init with p and, with wantPid, reads pid 1's pid
+// from the process that forked it.
+func startSpawn(t *testing.T, p *jailinit.Program, wantPid bool) *spawned {
 	t.Helper()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	s := &spawned{sock: os.NewFile(uintptr(pair[0]), "parent"), stdout: &bytes.Buffer{}}
 	child := os.NewFile(uintptr(pair[1]), "child")
 	t.Cleanup(func() { s.sock.Close() })
-	mapped, mappedW, err := os.Pipe()
-	require.NoError(t, err)
-	s.mappedW = mappedW
-	t.Cleanup(func() { mappedW.Close() })
-	require.NoError(t, unix.Sendmsg(pair[0], encode(t, p), unix.UnixRights(int(mapped.Fd())), nil, 0))
-	mapped.Close()
+	require.NoError(t, unix.Sendmsg(pair[0], encode(t, p), nil, nil, 0))
 	s.cmd = &exec.Cmd{Path: "/proc/self/exe", Args: []string{jailinit.Name}, Env: []string{}, Stdout: s.stdout, ExtraFiles: []*os.File{child}}
 	require.NoError(t, s.cmd.Start())
 	child.Close()
-	var said struct{ Pid int }
-	require.NoError(t, json.Unmarshal(s.read(t), &said))
-	require.Positive(t, said.Pid)
-	require.NotEqual(t, s.cmd.Process.Pid, said.Pid)
-	s.init, err = os.FindProcess(said.Pid)
-	require.NoError(t, err)
+	if wantPid {
+		s.init = s.readPid(t)
+	}
 	return s
+}
+
+func (s *spawned) readPid(t *testing.T) *os.Process {
+	t.Helper()
+	var said struct{ Pid int }
+	msg := s.read(t)
+	require.NoError(t, json.Unmarshal(msg, &said), "%q", msg)
+	require.Positive(t, said.Pid, "%q", msg)
+	require.NotEqual(t, s.cmd.Process.Pid, said.Pid)
+	init, err := os.FindProcess(said.Pid)
+	require.NoError(t, err)
+	return init
 }
 
 func (s *spawned) read(t *testing.T) []byte {
@@ -358,46 +359,59 @@ func (s *spawned) finish(t *testing.T) *os.ProcessState {
 	return state
 }
 
-// The first steps of every jail: a new user namespace, pid 1 of a new pid
-// namespace forked as the parent's child, which waits for the parent's
-// word that its ids are mapped.
+// The first steps of every jail: pid 1 of new user and pid namespaces
+// forked as the parent's child, its ids mapped by the process that forked
+// it before that process says its pid.
 func TestCloneInitForksPid1AsTheParentsChild(t *testing.T) {
-	p := spawnProgram(t, false)
+	p := spawnProgram(t, false, "")
 	p.Stage("mapped")
 	p.Mark()
-	execTail(p, []string{"sh", "-c", `echo "pid $$"`}, []string{"PATH=/bin:/usr/bin"}, "/")
-	s := startSpawn(t, p)
+	execTail(p, []string{"sh", "-c", `echo "pid $$"; cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups`}, []string{"PATH=/bin:/usr/bin"}, "/")
+	s := startSpawn(t, p, true)
 
 	// Its parent is this process, not the one that forked it.
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(s.init.Pid) + "/status")
 	require.NoError(t, err)
 	assert.Contains(t, string(status), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n")
-
-	// It waits for the ids to be mapped.
-	pfd := []unix.PollFd{{Fd: int32(s.sock.Fd()), Events: unix.POLLIN}}
-	ready, err := unix.Poll(pfd, 50)
-	for err == unix.EINTR {
-		ready, err = unix.Poll(pfd, 50)
-	}
+	// Its ids were mapped when its pid came: without a map, the jail's
+	// root to this process's own ids (setgroups denied).
+	uidMap, err := os.ReadFile("/proc/" + strconv.Itoa(s.init.Pid) + "/uid_map")
 	require.NoError(t, err)
-	assert.Zero(t, ready, "the init went on before its ids were mapped")
-	_, err = s.mappedW.Write([]byte{1})
-	require.NoError(t, err)
+	assert.Equal(t, []string{"0", strconv.Itoa(os.Geteuid()), "1"}, strings.Fields(string(uidMap)))
 
 	assert.True(t, s.ready(t).Success())
-	assert.Equal(t, "pid 1\n", s.stdout.String())
+	own := func(id int) string { return "0 " + strconv.Itoa(id) + " 1" }
+	lines := strings.Split(strings.TrimSpace(s.stdout.String()), "\n")
+	require.Len(t, lines, 4, s.stdout.String())
+	assert.Equal(t, "pid 1", lines[0])
+	assert.Equal(t, own(os.Geteuid()), strings.Join(strings.Fields(lines[1]), " "))
+	assert.Equal(t, own(os.Getegid()), strings.Join(strings.Fields(lines[2]), " "))
+	assert.Equal(t, "deny", lines[3])
+}
+
+// A map given is written for uids and gids alike, setgroups left allowed.
+func TestCloneInitWritesTheMapGiven(t *testing.T) {
+	testutil.RequireRoot(t) // a range of host ids
+	p := spawnProgram(t, false, "0 1879048192 65536\n")
+	execTail(p, []string{"sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups"}, []string{"PATH=/bin:/usr/bin"}, "/")
+	s := startSpawn(t, p, true)
+	require.True(t, s.ready(t).Success())
+	lines := strings.Split(strings.TrimSpace(s.stdout.String()), "\n")
+	require.Len(t, lines, 3, s.stdout.String())
+	assert.Equal(t, "0 1879048192 65536", strings.Join(strings.Fields(lines[0]), " "))
+	assert.Equal(t, "0 1879048192 65536", strings.Join(strings.Fields(lines[1]), " "))
+	assert.Equal(t, "allow", lines[2])
 }
 
 // With a network namespace asked for, the process that forked the init
-// makes it and the init joins it.
+// makes it, owned by the init's user namespace, and the init joins it.
 func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
-	p := spawnProgram(t, true)
+	p := spawnProgram(t, true, "")
 	p.Stage("network")
 	p.JoinNetNS()
+	p.LinkUp("lo") // needs CAP_NET_ADMIN over the namespace's owner
 	execTail(p, []string{"readlink", "/proc/self/ns/net"}, []string{"PATH=/bin:/usr/bin"}, "/")
-	s := startSpawn(t, p)
-	_, err := s.mappedW.Write([]byte{1})
-	require.NoError(t, err)
+	s := startSpawn(t, p, true)
 	require.True(t, s.ready(t).Success())
 	own, err := os.Readlink("/proc/self/ns/net")
 	require.NoError(t, err)
@@ -405,21 +419,32 @@ func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
 	assert.NotEqual(t, own+"\n", s.stdout.String())
 }
 
-// Should the parent not map the ids (it closes the pipe), the init says
+// Should the ids fail to map, the process that forked the init says why
+// before it says the pid; the init, never told its ids are mapped, says
 // so and exits.
-func TestCloneInitFailsWithoutIDMaps(t *testing.T) {
-	p := spawnProgram(t, false)
+func TestCloneInitReportsAFailedIDMap(t *testing.T) {
+	p := spawnProgram(t, false, "not a map\n")
 	execTail(p, []string{"true"}, nil, "/")
-	s := startSpawn(t, p)
-	s.mappedW.Close()
+	s := startSpawn(t, p, false)
 
 	var r reply
 	msg := s.read(t)
 	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
-	require.NotNil(t, r.Error)
+	require.NotNil(t, r.Error, "%q", msg)
 	assert.Equal(t, "spawn", r.Error.Stage)
-	assert.Contains(t, r.Error.Message, "did not map")
-	assert.Equal(t, 1, s.finish(t).ExitCode())
+	assert.Regexp(t, `^/proc/\d+/uid_map$`, r.Error.Path)
+	assert.Equal(t, int(unix.EINVAL), r.Error.Errno)
+	s.init = s.readPid(t)
+
+	msg = s.read(t)
+	r = reply{}
+	require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
+	require.NotNil(t, r.Error, "%q", msg)
+	assert.Contains(t, r.Error.Message, "not mapped")
+	state, err := s.init.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 1, state.ExitCode())
+	assert.Error(t, s.cmd.Wait(), "the process that forked the init failed too")
 }
 
 func TestStdioTakesTheStreamsThatCome(t *testing.T) {

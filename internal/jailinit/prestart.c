@@ -1,16 +1,16 @@
 // Runs in neonbox-ns itself, on the host, not in a jail: before the Go
 // runtime starts, `neonbox-ns exec` starts the jail's init, with its
 // first program (the spawn program, which package nsjail builds: see
-// prestart_program.h) already queued. The init makes the jail's
-// namespaces and forks pid 1, which reports its pid and waits for its id
-// maps, while the Go runtime starts and the command line and policy are
-// read, which take longer than all of that.
+// prestart_program.h) already queued. The init forks pid 1 in the jail's
+// namespaces, maps its ids and reports its pid, while the Go runtime
+// starts and the command line and policy are read, which take longer
+// than all of that.
 //
 // A binary opts in by defining neonbox_prestart_cmd (the neonbox-ns CLI:
 // "exec"): the init is prestarted when argv[1] is that subcommand. Go
 // takes the init with jailinit.TakePrestarted, or discards it (a
-// prestarted init whose socket or id-map pipe closes exits, as it does
-// when this process exits: its parent-death signal is set).
+// prestarted init whose socket closes exits, as it does when this
+// process exits: its parent-death signal is set).
 //
 // It is not prestarted on a host with a unified cgroup2 hierarchy, where
 // the init is born in its run's cgroup (CLONE_INTO_CGROUP) and so cannot
@@ -49,14 +49,14 @@ const unsigned char *ji_spawn_program(int rootful, size_t *len)
 	return rootful ? ji_spawn_rootful : ji_spawn_rootless;
 }
 
-static struct ji_prestarted prestarted = {.pid = -1, .sock = -1, .mapped = -1};
+static struct ji_prestarted prestarted = {.pid = -1, .sock = -1};
 
 int ji_take_prestarted(struct ji_prestarted *out)
 {
 	if (prestarted.pid <= 0)
 		return 0;
 	*out = prestarted;
-	prestarted = (struct ji_prestarted){.pid = -1, .sock = -1, .mapped = -1};
+	prestarted = (struct ji_prestarted){.pid = -1, .sock = -1};
 	return 1;
 }
 
@@ -137,7 +137,7 @@ static void exec_init(int sock, int td, pid_t parent)
 
 static void prestart_init(void)
 {
-	int pair[2], mapped[2];
+	int pair[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
 		return;
 	// The teardown helper's socket: this process keeps one end (jt_take),
@@ -152,24 +152,15 @@ static void prestart_init(void)
 		if (td < 0)
 			jt_prestart_failed();
 	}
-	if (pipe2(mapped, O_CLOEXEC) < 0) {
-		close(pair[0]);
-		close(pair[1]);
-		if (td >= 0)
-			close(td);
-		jt_prestart_failed();
-		return;
-	}
 	int rootful = geteuid() == 0;
 	pid_t self = getpid(), pid = -1;
 	struct timespec ts = {0};
 	// With stdin, stdout or stderr closed, the socket would take its
 	// number, and the init's stream would be the socket.
-	// The init reads its spawn program first: queue it, with the pipe
-	// on which it learns that its ids are mapped.
+	// The init reads its spawn program first: queue it.
 	size_t len;
 	const unsigned char *prog = ji_spawn_program(rootful, &len);
-	if (pair[0] > 2 && pair[1] > 2 && ji_send_fd(pair[0], prog, len, mapped[0]) == 0) {
+	if (pair[0] > 2 && pair[1] > 2 && send(pair[0], prog, len, MSG_NOSIGNAL) == (ssize_t)len) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();
 		if (pid == 0)
@@ -180,16 +171,13 @@ static void prestart_init(void)
 		close(td);
 	if (pid < 0 || exec_failed)
 		jt_prestart_failed();
-	close(mapped[0]);
 	if (pid < 0) {
 		close(pair[0]);
-		close(mapped[1]);
 		return;
 	}
 	prestarted = (struct ji_prestarted){
 		.pid = pid,
 		.sock = pair[0],
-		.mapped = mapped[1],
 		.rootful = rootful,
 		.failed = exec_failed,
 		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,

@@ -13,12 +13,11 @@ import (
 // Prestarted is a jail's init that the binary started before the Go
 // runtime (prestart.c), with the spawn program for a jail with its own
 // network namespace, for neonbox-ns run as root (Rootful) or not. Its
-// first process is a child of this process; pid 1 reports its pid on
-// Sock and waits for a byte on Mapped. Its streams are this process's.
+// first process is a child of this process; it reports pid 1's pid on
+// Sock once it has mapped pid 1's ids. Its streams are this process's.
 type Prestarted struct {
 	Pid     int
 	Sock    *os.File
-	Mapped  *os.File
 	Rootful bool
 	Failed  bool  // it could not be started; it says why on Sock
 	At      int64 // CLOCK_MONOTONIC just before it was started, in ns
@@ -35,7 +34,6 @@ func TakePrestarted() *Prestarted {
 	return &Prestarted{
 		Pid:     int(p.pid),
 		Sock:    os.NewFile(uintptr(p.sock), "neonbox-sync"),
-		Mapped:  os.NewFile(uintptr(p.mapped), "neonbox-idmap"),
 		Rootful: p.rootful != 0,
 		Failed:  p.failed != 0,
 		At:      int64(p.at),
