@@ -119,4 +119,13 @@ func builtinLiteral(name string) *Policy {
 	return nil
 }
 
+// builtinHashes are the built-in policies' hashes (Hash).
+var builtinHashes = map[string]string{
+	"ci":       "sha256:bc8935dcb6f31bcc462cb86a87da27285065dd9db930d7eb823a86028fb2225e",
+	"default":  "sha256:8897b5275205b33cf1e4f696b8b04452b2ce59d3593a788d4c5fb0069b898c0d",
+	"network":  "sha256:3e4e740e57a7f186cb1afb12873f54c467f8a63edaa300d0cef42049ae5d0483",
+	"readonly": "sha256:11af9d867933218410fa4ef8d98e398ae63e2adfc6c2ba85ec81f75d4741403a",
+	"strict":   "sha256:705fe7c23b4ff5468d31cae79f7a6d5c153f1b6a7df864d535776d7f9c72eae7",
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -98,8 +99,19 @@ func (p *Policy) sortCaps() {
 }
 
 // Hash identifies the policy's effective content: the receipt records it
-// so a run can be matched to exactly what it was allowed.
+// so a run can be matched to exactly what it was allowed. It is the
+// SHA-256 of the policy's JSON encoding; for a built-in policy as it is
+// built in, it comes from a table (builtin_literals.go) rather than from
+// an encoding, whose first use in a process costs encoding/json's
+// reflection over the policy's types (0.4-0.8 ms).
 func (p *Policy) Hash() string {
+	if h, ok := builtinHashes[p.Name]; ok && reflect.DeepEqual(p, builtinLiteral(p.Name)) {
+		return h
+	}
+	return hashJSON(p)
+}
+
+func hashJSON(p *Policy) string {
 	b, _ := json.Marshal(p)
 	sum := sha256.Sum256(b)
 	return fmt.Sprintf("sha256:%x", sum[:])

@@ -47,6 +47,27 @@ func TestAllowDenyAndHash(t *testing.T) {
 	assert.Equal(t, h, p.Hash(), "Clone is deep")
 }
 
+// A built-in policy's hash comes from a table while it is unchanged; any
+// change, even one that leaves its name, gets the hash of its content.
+func TestHashOfChangedBuiltins(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		p, _ := Builtin(name)
+		assert.Equal(t, hashJSON(p), p.Hash(), name)
+		for _, change := range []func(*Policy){
+			func(p *Policy) { p.Allow(Network); p.Deny(Subprocess) },
+			func(p *Policy) { p.Timeout = "1s" },
+			func(p *Policy) { p.Env = append(p.Env, "EXTRA") },
+			func(p *Policy) { p.ProtectedPaths = append(p.ProtectedPaths, "x") },
+			func(p *Policy) { p.Description += "." },
+		} {
+			q, _ := Builtin(name)
+			change(q)
+			assert.Equal(t, hashJSON(q), q.Hash(), name)
+			assert.NotEqual(t, p.Hash(), q.Hash(), name)
+		}
+	}
+}
+
 var invalidCases = []struct {
 	name, doc string
 	want      []string // "path: message fragment"
