@@ -213,8 +213,9 @@ func (r *Receipt) ExitStatus() int {
 }
 
 // warmReceiptJSON has encoding/json build its encoder for Receipt, once
-// per process. Run calls it while the first jail runs: cold, building it
-// took a few tenths of a millisecond between CMD's end and its receipt.
+// per process. Run calls it while the first jail runs when the output is
+// captured (the receipt is then read as data): cold, building it took a
+// few tenths of a millisecond between CMD's end and its receipt.
 var warmReceiptJSON = sync.OnceFunc(func() { _ = (&Receipt{}).WriteJSON(io.Discard) })
 
 // WriteJSON writes r as one indented JSON object.

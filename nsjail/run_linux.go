@@ -102,9 +102,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		Limits:      Limits{TimeoutMS: o.Timeout.Milliseconds()},
 		Changes:     emptyChanges(),
 	}
-	// The policy's hash (a JSON encoding: cold, its reflection costs
-	// a few tenths of a millisecond) is taken while the jail runs.
-	policy := func() PolicyRef { return policyRef(o.Policy) }
 	if r.ScrubbedEnv == nil {
 		r.ScrubbedEnv = []string{}
 	}
@@ -113,7 +110,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	var ended *jailResult      // once the jail has ended, with its mount namespace if td takes it
 	var helper string          // td's identity, once known
 	defer func() {
-		r.Policy = policy()
+		r.Policy = policyRef(o.Policy)
 		cg := takeCgroup().cg
 		if td != nil {
 			if err := handTeardown(td, helper, cg, rd, r.Held, ended); err != nil {
@@ -253,12 +250,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	r.Phases.PrepareMS = ms(time.Since(t0))
 	handed = true
-	ref := make(chan PolicyRef, 1)
-	go func() {
-		ref <- policyRef(o.Policy)
-		warmReceiptJSON()
-	}()
-	policy = func() PolicyRef { return <-ref }
+	if o.CaptureOutput {
+		// The receipt is read as data (neonbox-ns exec --json): its
+		// JSON encoder is built while the jail runs.
+		go warmReceiptJSON()
+	}
 	res := j.await(runCtx)
 	tSpawn := res.clone
 	if td != nil {
