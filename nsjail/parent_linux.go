@@ -191,6 +191,7 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		if err != nil {
 			return
 		}
+		j.learnPid()
 		j.supervise(first, nil)
 	}()
 	if err := <-started; err != nil {
@@ -228,9 +229,9 @@ func adoptPrestarted(probe bool) {
 	if pre == nil {
 		return
 	}
-	// The probe runs in the goroutine that learns the init's pid, once it has:
-	// spawn, which it waits for, depends on nothing Run does. So does the
-	// survey of the host's system directories, which Run needs next.
+	// The probe runs in the goroutine that waits for the init: it
+	// depends on nothing Run does. So does the survey of the host's
+	// system directories, which Run needs next.
 	var then func()
 	if probe {
 		c := make(chan *cgroup.Host, 1)
@@ -301,6 +302,9 @@ func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	// ran the C constructor, the main thread, which lives as long as
 	// this process.
 	first, _ := os.FindProcess(pre.Pid) // does not fail on Linux
+	// Its pid has been waiting since long before the Go runtime was
+	// up: read at once, not by a goroutine that may wait for a CPU.
+	j.learnPid()
 	go j.supervise(first, then)
 	return j
 }
@@ -309,16 +313,20 @@ func newJail(sock *os.File, s *streams) *jail {
 	return &jail{sock: sock, streams: s, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
 }
 
-// supervise learns the init's pid, runs then (if not nil), and waits for
-// the jail to end. first is the process started in this process's
-// namespaces.
-func (j *jail) supervise(first *os.Process, then func()) {
+// learnPid learns the init's pid (spawn) and holds its mount namespace.
+func (j *jail) learnPid() {
 	j.proc, j.spawnErr = j.spawn()
 	j.spawnAt = monotonic()
 	if j.proc != nil {
 		j.mountNS = holdMountNS(j.proc.Pid)
 	}
 	close(j.spawned)
+}
+
+// supervise runs then (if not nil) and waits for the jail to end, once
+// learnPid has run. first is the process started in this process's
+// namespaces.
+func (j *jail) supervise(first *os.Process, then func()) {
 	if then != nil {
 		then()
 	}
