@@ -413,6 +413,12 @@ func RecoverAt(txnDir string, ids IDMap) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if j.State == StateCommitted {
+		// History whose marker a crash kept from being written (or an
+		// undo's crash removed): written now, so that later runs need
+		// not read this journal again.
+		return false, markCommitted(txnDir, true)
+	}
 	if j.State != StateApplying {
 		return false, nil
 	}

@@ -53,6 +53,25 @@ func TestCommitTransactionMatchesApply(t *testing.T) {
 	assert.False(t, recovered, "a committed transaction is history, not something to recover")
 }
 
+// A committed journal without its marker (a crash between the two, or in
+// an undo) is history too, and gets its marker back, so that later runs
+// need not read the journal.
+func TestCommittedJournalGetsItsMarker(t *testing.T) {
+	c := newTxnCase(t)
+	require.NoError(t, Commit(c.plan, c.up, c.ws, c.txn, "run1", Identity, nil))
+	after := testutil.Snapshot(t, c.ws)
+	require.NoError(t, markCommitted(c.txn, false))
+	require.False(t, Committed(c.txn))
+	recovered, err := RecoverAt(c.txn, Identity)
+	require.NoError(t, err)
+	assert.False(t, recovered)
+	assert.True(t, Committed(c.txn))
+	assert.Equal(t, after, testutil.Snapshot(t, c.ws))
+	j, err := ReadJournal(c.txn)
+	require.NoError(t, err)
+	assert.Equal(t, StateCommitted, j.State)
+}
+
 // A failure at any step rolls the workspace back before Commit returns.
 func TestCommitFailureAtEveryStepRollsBack(t *testing.T) {
 	steps := len(newTxnCase(t).plan.Ops)
