@@ -1,11 +1,12 @@
 package seccomp
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -13,9 +14,7 @@ import (
 func TestDiskCacheReadsBackWhatItWrote(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "seccomp")
 	p := DefaultProfile(false)
-	raw, err := json.Marshal(p)
-	require.NoError(t, err)
-	key := diskKey(raw)
+	key := diskKey(profileBytes(p))
 	path := filepath.Join(dir, key+".bpf")
 
 	want, err := compile(p)
@@ -41,8 +40,7 @@ func TestDiskCacheReadsBackWhatItWrote(t *testing.T) {
 
 func TestDiskCacheIgnoresFilesItCannotTrust(t *testing.T) {
 	p := DefaultProfile(true)
-	raw, err := json.Marshal(p)
-	require.NoError(t, err)
+	raw := profileBytes(p)
 	want, err := compile(p)
 	require.NoError(t, err)
 	allow := []byte{0x06, 0, 0, 0, 0, 0, 0xff, 0x7f}
@@ -72,10 +70,59 @@ func TestDiskCacheIgnoresFilesItCannotTrust(t *testing.T) {
 }
 
 func TestDiskKeyDependsOnTheProfile(t *testing.T) {
-	a, _ := json.Marshal(DefaultProfile(false))
-	b, _ := json.Marshal(DefaultProfile(true))
+	a, b := profileBytes(DefaultProfile(false)), profileBytes(DefaultProfile(true))
 	assert.NotEqual(t, diskKey(a), diskKey(b))
 	assert.Equal(t, diskKey(a), diskKey(a))
+}
+
+// profileBytes is what tells profiles apart in the caches: it must encode
+// every field runtime-spec has (a field it skipped would let two
+// profiles share one compiled program), and each change of one.
+func TestProfileBytesCoversEveryField(t *testing.T) {
+	fields := func(v any) []string {
+		var names []string
+		for i, typ := 0, reflect.TypeOf(v); i < typ.NumField(); i++ {
+			names = append(names, typ.Field(i).Name)
+		}
+		return names
+	}
+	msg := "runtime-spec's seccomp types changed: encode the new fields in profileBytes, then update this list"
+	assert.Equal(t, []string{"DefaultAction", "DefaultErrnoRet", "Architectures", "Flags", "ListenerPath", "ListenerMetadata", "Syscalls"}, fields(specs.LinuxSeccomp{}), msg)
+	assert.Equal(t, []string{"Names", "Action", "ErrnoRet", "Args"}, fields(specs.LinuxSyscall{}), msg)
+	assert.Equal(t, []string{"Index", "Value", "ValueTwo", "Op"}, fields(specs.LinuxSeccompArg{}), msg)
+
+	one := uint(1)
+	arg := specs.LinuxSeccompArg{Index: 1, Value: 2, ValueTwo: 3, Op: specs.OpEqualTo}
+	base := func() *specs.LinuxSeccomp {
+		return &specs.LinuxSeccomp{
+			DefaultAction: specs.ActAllow, Architectures: []specs.Arch{specs.ArchX86_64},
+			Syscalls: []specs.LinuxSyscall{{Names: []string{"a", "b"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{arg}}},
+		}
+	}
+	seen := map[string]string{string(profileBytes(base())): "base"}
+	for name, change := range map[string]func(p *specs.LinuxSeccomp){
+		"DefaultAction":    func(p *specs.LinuxSeccomp) { p.DefaultAction = specs.ActKill },
+		"DefaultErrnoRet":  func(p *specs.LinuxSeccomp) { p.DefaultErrnoRet = &one },
+		"Architectures":    func(p *specs.LinuxSeccomp) { p.Architectures = append(p.Architectures, specs.ArchX86) },
+		"Flags":            func(p *specs.LinuxSeccomp) { p.Flags = []specs.LinuxSeccompFlag{specs.LinuxSeccompFlagLog} },
+		"ListenerPath":     func(p *specs.LinuxSeccomp) { p.ListenerPath = "/x" },
+		"ListenerMetadata": func(p *specs.LinuxSeccomp) { p.ListenerMetadata = "x" },
+		"Syscalls":         func(p *specs.LinuxSeccomp) { p.Syscalls = append(p.Syscalls, p.Syscalls[0]) },
+		"Names":            func(p *specs.LinuxSeccomp) { p.Syscalls[0].Names = []string{"ab"} },
+		"Action":           func(p *specs.LinuxSeccomp) { p.Syscalls[0].Action = specs.ActKill },
+		"ErrnoRet":         func(p *specs.LinuxSeccomp) { p.Syscalls[0].ErrnoRet = &one },
+		"Args":             func(p *specs.LinuxSeccomp) { p.Syscalls[0].Args = nil },
+		"Index":            func(p *specs.LinuxSeccomp) { p.Syscalls[0].Args[0].Index = 0 },
+		"Value":            func(p *specs.LinuxSeccomp) { p.Syscalls[0].Args[0].Value = 0 },
+		"ValueTwo":         func(p *specs.LinuxSeccomp) { p.Syscalls[0].Args[0].ValueTwo = 0 },
+		"Op":               func(p *specs.LinuxSeccomp) { p.Syscalls[0].Args[0].Op = specs.OpNotEqual },
+	} {
+		p := base()
+		change(p)
+		key := string(profileBytes(p))
+		assert.NotContains(t, seen, key, "%s: encodes like %s", name, seen[key])
+		seen[key] = name
+	}
 }
 
 func TestCompileInCompilesTheProfile(t *testing.T) {
