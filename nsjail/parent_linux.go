@@ -229,15 +229,15 @@ func adoptPrestarted(probe bool) {
 	if pre == nil {
 		return
 	}
-	// The probe runs in the goroutine that waits for the init: it
-	// depends on nothing Run does. So does the survey of the host's
-	// system directories, which Run needs next.
+	// The survey of the host's system directories, which Run needs
+	// first, and the cgroup probe, which it needs later, run in the
+	// goroutine that waits for the init: they depend on nothing Run does.
 	var then func()
 	if probe {
 		c := make(chan *cgroup.Host, 1)
 		then = func() {
-			c <- cgroup.Probe()
 			hostView()
+			c <- cgroup.Probe()
 		}
 		prestarted.probe = c
 	}
