@@ -42,7 +42,7 @@ type jailResult struct {
 	steps     []initStep // the init's own timings
 	execStart time.Time  // when CMD started (zero if it never did)
 	exitTime  time.Time
-	state     *os.ProcessState
+	state     *exitState
 	cause     error // errTimeout, or the context's cause, if the run was killed
 	mountNS   *os.File
 }
@@ -68,12 +68,12 @@ type jail struct {
 	startFailed bool // prestarted, and its execve (or setup before) failed
 	rootful     bool // prestarted: its ids are mapped for neonbox-ns run as root
 	baseSent    bool // the base part of the program
-	exited      chan *os.ProcessState
+	exited      chan *exitState
 	res         *jailResult
 
 	// Set by supervise before it closes spawned.
 	spawned  chan struct{}
-	proc     *os.Process
+	proc     *child
 	spawnErr *StepError
 	pidAt    int64 // when the init's pid came
 	spawnAt  int64
@@ -192,7 +192,7 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 			return
 		}
 		j.learnPid()
-		j.supervise(first, nil)
+		j.supervise(func() *exitState { return stateOf(first.Wait()) }, nil)
 	}()
 	if err := <-started; err != nil {
 		parentEnd.Close()
@@ -301,16 +301,16 @@ func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	// The init and its first process are children of the thread that
 	// ran the C constructor, the main thread, which lives as long as
 	// this process.
-	first, _ := os.FindProcess(pre.Pid) // does not fail on Linux
+	first := &child{pid: pre.Pid}
 	// Its pid has been waiting since long before the Go runtime was
 	// up: read at once, not by a goroutine that may wait for a CPU.
 	j.learnPid()
-	go j.supervise(first, then)
+	go j.supervise(first.wait, then)
 	return j
 }
 
 func newJail(sock *os.File, s *streams) *jail {
-	return &jail{sock: sock, streams: s, exited: make(chan *os.ProcessState, 1), spawned: make(chan struct{})}
+	return &jail{sock: sock, streams: s, exited: make(chan *exitState, 1), spawned: make(chan struct{})}
 }
 
 // learnPid learns the init's pid (spawn) and holds its mount namespace.
@@ -318,30 +318,30 @@ func (j *jail) learnPid() {
 	j.proc, j.spawnErr = j.spawn()
 	j.spawnAt = monotonic()
 	if j.proc != nil {
-		j.mountNS = holdMountNS(j.proc.Pid)
+		j.mountNS = holdMountNS(j.proc.pid)
 	}
 	close(j.spawned)
 }
 
 // supervise runs then (if not nil) and waits for the jail to end, once
-// learnPid has run. first is the process started in this process's
-// namespaces.
-func (j *jail) supervise(first *os.Process, then func()) {
+// learnPid has run. waitFirst waits for the process started in this
+// process's namespaces.
+func (j *jail) supervise(waitFirst func() *exitState, then func()) {
 	if then != nil {
 		then()
 	}
 	// The first process exits once it has forked pid 1 (and made the
 	// network namespace): reaped now, it is no zombie for the run.
-	state, _ := first.Wait()
+	state := waitFirst()
 	if j.proc != nil {
-		state, _ = j.proc.Wait()
+		state = j.proc.wait()
 	}
 	j.exited <- state
 }
 
 // spawn learns the pid of the jail's init, which the process that forked
 // it reports once it has mapped the init's ids.
-func (j *jail) spawn() (*os.Process, *StepError) {
+func (j *jail) spawn() (*child, *StepError) {
 	// That process (or the init) may report a failure before the pid,
 	// a failure to map the ids included. The init is this process's
 	// child (CLONE_PARENT), to be waited for: its pid cannot be reused
@@ -364,12 +364,9 @@ func (j *jail) spawn() (*os.Process, *StepError) {
 			return nil, &StepError{Stage: "spawn", Message: "unexpected message before the jail's pid"}
 		}
 		j.pidAt = monotonic()
-		proc, err := os.FindProcess(m.Pid)
-		if err != nil {
-			return nil, stepError("spawn", err)
-		}
+		proc := &child{pid: m.Pid}
 		if failed != nil {
-			_ = proc.Kill()
+			proc.kill()
 			return proc, failed
 		}
 		return proc, nil
@@ -428,7 +425,7 @@ func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	}
 	var fds []int
 	if cfg.WorkspaceFD {
-		fd, err := idmappedWorkspace(cfg.Workspace, j.proc.Pid)
+		fd, err := idmappedWorkspace(cfg.Workspace, j.proc.pid)
 		if err != nil {
 			return j.failed(stepError("idmap", err))
 		}
@@ -586,7 +583,7 @@ func (j *jail) kill() {
 
 // ended waits for the jail's end and for the copying of CMD's output, if
 // any, which ends with it (even for a jail that never got its streams).
-func (j *jail) ended() *os.ProcessState {
+func (j *jail) ended() *exitState {
 	state := <-j.exited
 	if j.streams != nil {
 		j.streams.handedOver()
@@ -599,7 +596,7 @@ func (j *jail) ended() *os.ProcessState {
 // forked it exits by itself.)
 func (j *jail) killInit() {
 	if j.proc != nil {
-		_ = j.proc.Kill()
+		j.proc.kill()
 	}
 }
 

@@ -370,9 +370,8 @@ func (r *Receipt) sandboxError(se *StepError) {
 // ended.
 func (r *Receipt) classify(res *jailResult) {
 	if res.state != nil {
-		if ru, ok := res.state.SysUsage().(*syscall.Rusage); ok {
-			r.CPUTimeMS = ms(time.Duration(ru.Utime.Nano() + ru.Stime.Nano()))
-		}
+		ru := &res.state.rusage
+		r.CPUTimeMS = ms(time.Duration(ru.Utime.Nano() + ru.Stime.Nano()))
 	}
 	if !res.execStart.IsZero() {
 		r.ExecutionTimeMS = ms(res.exitTime.Sub(res.execStart))
@@ -395,7 +394,10 @@ func (r *Receipt) classify(res *jailResult) {
 		r.sandboxError(res.setupErr)
 		return
 	}
-	ws, _ := res.state.Sys().(syscall.WaitStatus)
+	var ws syscall.WaitStatus
+	if res.state != nil {
+		ws = res.state.status
+	}
 	switch {
 	case ws.Signaled():
 		name := unix.SignalName(ws.Signal())
