@@ -875,9 +875,6 @@ static void run(struct prog *p, int in_call)
 			fail(op, 0, "the program ended without exec");
 			break;
 		}
-		case JI_UNSHARE:
-			r = unshare((int)op->a);
-			break;
 		case JI_CLONE_INIT:
 			clone_init(op);
 			break;

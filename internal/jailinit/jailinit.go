@@ -77,7 +77,6 @@ const (
 	opExec         code = C.JI_EXEC
 	opRmdir        code = C.JI_RMDIR
 	opContinue     code = C.JI_CONTINUE
-	opUnshare      code = C.JI_UNSHARE
 	opCloneInit    code = C.JI_CLONE_INIT
 	opAwaitIDMap   code = C.JI_AWAIT_IDMAP
 	opJoinNetNS    code = C.JI_JOIN_NETNS
@@ -321,9 +320,6 @@ func (p *Program) Ready() { p.add(opReady, 0, 0, 0, "sync", "") }
 
 // Exec execs CMD.
 func (p *Program) Exec() { p.add(opExec, 0, 0, 0, "execve", "") }
-
-// Unshare moves the init into new namespaces (unshare(2) flags).
-func (p *Program) Unshare(flags uintptr) { p.add(opUnshare, 0, uint64(flags), 0, "unshare", "") }
 
 // CloneInit forks the jail's init proper: pid 1 of a new pid namespace
 // and of the namespaces in flags (clone(2) flags: a user namespace, say),

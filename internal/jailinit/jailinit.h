@@ -57,7 +57,6 @@ enum ji_code {
 	JI_EXEC,          /* execve CMD */
 	JI_RMDIR,         /* rmdir(path) */
 	JI_CONTINUE,      /* receive the rest of the program and run it */
-	JI_UNSHARE,       /* unshare(a=flags) */
 	JI_CLONE_INIT,    /* fork pid 1 in new namespaces (a = clone flags; always a
 	                     pid namespace) as the parent's child (CLONE_PARENT);
 	                     this process writes its id maps (the argument; ""
