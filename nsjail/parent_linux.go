@@ -283,11 +283,10 @@ func probeCgroups() *cgroup.Host {
 }
 
 // adoptJail takes the prestarted init as a jail's. It has run its spawn
-// program and waits for its ids to be mapped, which supervise does for
-// neonbox-ns's user; it gets its streams with the base of its program
-// (sendBase). The goroutine that maps the ids runs then, if not nil,
-// once it has: one goroutine less to start (a thread, at this point) on
-// the caller's way.
+// program: its pid is queued, and its ids are mapped by then; it gets its
+// streams with the base of its program (sendBase). The goroutine that
+// waits for it runs then, if not nil: one goroutine less to start (a
+// thread, at this point) on the caller's way.
 func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	j := newJail(pre.Sock, nil)
 	j.adopted, j.rootful, j.startFailed = true, pre.Rootful, pre.Failed

@@ -7,27 +7,30 @@ package nsjail
 //
 //	parent (neonbox-ns)                        init (neonbox-init)
 //	───────────────────                        ──────────────────────────────────────
-//	spawn program + id-map pipe        ─────►  (queued)
-//	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; unshare(USER|NS|UTS|IPC|CGROUP);
-//	                                           clone(NEWPID|PARENT): pid 1 of the jail
-//	                                   ◄─────  {"pid":N} from pid 1; the first process
-//	                                           makes the network namespace, hands it to
-//	                                           pid 1, exits
-//	write uid_map/gid_map of N,
-//	a byte on the pipe                 ─────►  pid 1 becomes the jail's root
-//	base of the program                ─────►  builds the base of the new root
-//	                                           (host dirs, /dev, /tmp, /proc)
-//	run dir, cgroup, seccomp filters;
-//	idmap the workspace with the jail's
-//	user namespace (root only)
-//	rest of the program [+ workspace fd]
-//	[+ v1 cgroup tasks fds]            ─────►  mounts the workspace, pivots, joins the
-//	                                           network namespace, [v1: joins the run's cgroup],
-//	                                           drops capabilities
+//	spawn program                      ─────►  (queued)
+//	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; clone(USER|NS|UTS|IPC|CGROUP|
+//	                                           NEWPID|PARENT): pid 1 of the jail; the
+//	                                           first process writes pid 1's id maps
+//	                                   ◄─────  {"pid":N}; it makes the network namespace
+//	                                           in pid 1's user namespace, hands it to
+//	                                           pid 1, exits; pid 1 becomes the jail's root
+//	base of the program
+//	[+ stdin, stdout, stderr]          ─────►  builds the base of the new root (host
+//	                                           dirs, /dev, /tmp, /proc), joins the
+//	                                           network namespace
+//	run dir; idmap the workspace with
+//	the jail's user namespace (root only)
+//	rest [+ workspace fd]              ─────►  mounts the workspace, pivots, drops
+//	                                           the bounds (limits, bounding set)
+//	cgroup, seccomp filters
+//	final part: command, filters
+//	[+ v1 cgroup tasks fds]            ─────►  [v1: joins the run's cgroup], drops every
+//	                                           privilege, loads the filters
 //	                                   ◄─────  {"ready":true,"steps":[...]} just before execve
 //	                                   ◄─────  EOF: execve succeeded
 //
-// A Pool's prepared jail (Deferred) stops after building the jail:
+// A Pool's prepared jail (Deferred) gets the rest and the final part in
+// one message and stops after building the jail:
 //
 //	                                   ◄─────  {"prepared":true,"steps":[...]}
 //	call program (argv, env, cwd)
