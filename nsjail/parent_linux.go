@@ -6,6 +6,7 @@ package nsjail
 // it does in the jail is the program built in program_linux.go.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -338,37 +339,47 @@ func (j *jail) supervise(waitFirst func() *exitState, then func()) {
 	j.exited <- state
 }
 
-// spawn learns the pid of the jail's init, which the process that forked
-// it reports once it has mapped the init's ids.
+// spawn learns the pid of the jail's init and that its ids are mapped,
+// both of which the process that forked it reports, the pid first. The
+// init is this process's child (CLONE_PARENT), to be waited for: its pid
+// cannot be reused before. A failure (a failure to map the ids included)
+// may be reported by that process or by the init, before the pid or
+// after it; the first is the cause. Once a failure is known, spawn still
+// waits for the pid, if one comes, so that the init is reaped.
 func (j *jail) spawn() (*child, *StepError) {
-	// That process (or the init) may report a failure before the pid,
-	// a failure to map the ids included. The init is this process's
-	// child (CLONE_PARENT), to be waited for: its pid cannot be reused
-	// before.
+	var proc *child
 	var failed *StepError
 	for {
 		m, eof, se := j.readMessage()
 		switch {
-		case se != nil && eof && failed != nil:
-			return nil, failed
 		case se != nil && eof:
-			return nil, &StepError{Stage: "spawn", Message: "the jail's init exited before it said its pid"}
-		case se != nil:
-			if failed == nil {
-				failed = se
+			switch {
+			case failed != nil:
+			case proc == nil:
+				failed = &StepError{Stage: "spawn", Message: "the jail's init exited before it said its pid"}
+			default:
+				failed = &StepError{Stage: "spawn", Message: "the jail's init exited before its ids were mapped"}
 			}
-			continue
+		case se != nil:
+			failed = cmp.Or(failed, se)
+			if proc == nil {
+				continue // for the pid
+			}
+		case proc == nil && m.Pid > 0:
+			j.pidAt = monotonic()
+			proc = &child{pid: m.Pid}
+			if failed == nil {
+				continue // for the maps
+			}
+		case proc != nil && m.Mapped:
+			return proc, nil
+		default:
+			failed = cmp.Or(failed, &StepError{Stage: "spawn", Message: "unexpected message before the jail's ids were mapped"})
 		}
-		if m.Pid <= 0 {
-			return nil, &StepError{Stage: "spawn", Message: "unexpected message before the jail's pid"}
+		if proc != nil {
+			_ = proc.kill()
 		}
-		j.pidAt = monotonic()
-		proc := &child{pid: m.Pid}
-		if failed != nil {
-			proc.kill()
-			return proc, failed
-		}
-		return proc, nil
+		return proc, failed
 	}
 }
 
@@ -595,7 +606,7 @@ func (j *jail) ended() *exitState {
 // forked it exits by itself.)
 func (j *jail) killInit() {
 	if j.proc != nil {
-		j.proc.kill()
+		_ = j.proc.kill()
 	}
 }
 

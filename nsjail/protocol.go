@@ -9,11 +9,13 @@ package nsjail
 //	───────────────────                        ──────────────────────────────────────
 //	spawn program                      ─────►  (queued)
 //	vfork + execve [v2: CLONE_INTO_CGROUP]     starts; clone(USER|NS|UTS|IPC|CGROUP|
-//	                                           NEWPID|PARENT): pid 1 of the jail; the
-//	                                           first process writes pid 1's id maps
-//	                                   ◄─────  {"pid":N}; it makes the network namespace
-//	                                           in pid 1's user namespace, hands it to
-//	                                           pid 1, exits; pid 1 becomes the jail's root
+//	                                           NEWPID|PARENT): pid 1 of the jail
+//	                                   ◄─────  {"pid":N} from the first process, which
+//	                                           writes pid 1's id maps
+//	                                   ◄─────  {"mapped":true}; it makes the network
+//	                                           namespace in pid 1's user namespace, hands
+//	                                           it to pid 1, exits; pid 1 becomes the
+//	                                           jail's root
 //	base of the program
 //	[+ stdin, stdout, stderr]          ─────►  builds the base of the new root (host
 //	                                           dirs, /dev, /tmp, /proc), joins the
@@ -115,8 +117,10 @@ type symlink struct {
 
 // childMessage is what the init sends back.
 type childMessage struct {
-	// Pid is the jail's init, from the process that forked it.
+	// Pid is the jail's init, from the process that forked it, which
+	// says Mapped once it has written the init's id maps.
 	Pid      int        `json:"pid,omitempty"`
+	Mapped   bool       `json:"mapped,omitempty"`
 	Ready    bool       `json:"ready,omitempty"`
 	Prepared bool       `json:"prepared,omitempty"`
 	Error    *StepError `json:"error,omitempty"`

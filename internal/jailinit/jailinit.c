@@ -620,12 +620,14 @@ static int map_ids(const struct op *op, pid_t pid, const char *map)
 
 // clone_init forks pid 1 in new namespaces (op->a: the user namespace
 // and the others, and always a pid namespace). CLONE_PARENT makes it the
-// child of neonbox-ns, which waits for it. This process, still in
-// neonbox-ns's user namespace, maps pid 1's ids (map_ids, with the map in
-// the op's argument), and only then tells neonbox-ns pid 1's pid, so
-// that neonbox-ns may rely on the maps (an idmapped mount needs them);
-// a failure to map is reported before the pid. Pid 1 waits for its maps
-// (JI_AWAIT_IDMAP).
+// child of neonbox-ns, which waits for it; this process reports its pid
+// first of all, so that whatever happens next neonbox-ns knows its
+// child. Then, still in neonbox-ns's user namespace, it maps pid 1's ids
+// (map_ids, with the map in the op's argument; an empty map is refused
+// to root, whose own ids it would give the jail's root) and reports
+// {"mapped":true}, on which neonbox-ns may rely on the maps (an idmapped
+// mount needs them); a failure to map is reported instead. Pid 1 waits
+// for its maps (JI_AWAIT_IDMAP).
 //
 // With a network namespace (op->b), this process then joins pid 1's user
 // namespace and makes it there (the costliest namespace to make) while
@@ -635,6 +637,9 @@ static int map_ids(const struct op *op, pid_t pid, const char *map)
 static void clone_init(const struct op *op)
 {
 	int net = op->b != 0;
+	const char *map = arg(op, 0);
+	if (!map[0] && geteuid() == 0)
+		fail(op, 0, "refusing to map the jail's root to host root");
 	int go[2] = {-1, -1}, mapped[2];
 	if (pipe2(mapped, O_CLOEXEC) < 0)
 		fail(op, errno, NULL);
@@ -666,24 +671,31 @@ static void clone_init(const struct op *op)
 		close(go[0]);
 	// clone returns the pid neonbox-ns knows pid 1 by: this process is
 	// in neonbox-ns's pid namespace.
-	int ok = map_ids(op, pid, op->nstr > JI_META ? arg(op, 0) : "") == 0;
-	char msg[64];
+	char msg[64], path[64];
 	int n = snprintf(msg, sizeof(msg), "{\"pid\":%d}", (int)pid);
-	if (!put(msg, (size_t)n) || !ok)
-		_exit(1); // pid 1 reads EOF and fails too
+	if (!put(msg, (size_t)n))
+		_exit(1); // neonbox-ns is gone; pid 1 reads EOF and fails too
+	// Opened while pid 1 still waits with this process's credentials
+	// (once it is the jail's root, /proc may refuse it to others).
+	int userns = -1;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if (net && (userns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		fail_at(op, path, errno, NULL);
+	if (map_ids(op, pid, map) < 0)
+		_exit(1); // reported; pid 1 reads EOF and fails too
+	// Said before pid 1 goes on, so that it comes before anything pid 1
+	// says.
+	static const char done[] = "{\"mapped\":true}";
+	if (!put(done, sizeof(done) - 1))
+		_exit(1);
 	if (write(mapped[1], "", 1) != 1)
 		fail(op, errno, NULL);
 	close(mapped[1]);
 	if (net) {
 		// A failure is reported as this process's; pid 1, sent
 		// nothing, fails too.
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-		int userns = open(path, O_RDONLY | O_CLOEXEC);
-		if (userns < 0)
-			fail_at(op, path, errno, NULL);
 		if (setns(userns, CLONE_NEWUSER) < 0)
-			fail_at(op, "setns CLONE_NEWUSER", errno, NULL);
+			fail_at(op, path, errno, NULL);
 		close(userns);
 		if (unshare(CLONE_NEWNET) < 0)
 			fail_at(op, "unshare CLONE_NEWNET", errno, NULL);

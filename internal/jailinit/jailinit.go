@@ -28,8 +28,11 @@ import "C"
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Name is the argv[0] under which the binary runs as a jail's init.
@@ -322,16 +325,20 @@ func (p *Program) Ready() { p.add(opReady, 0, 0, 0, "sync", "") }
 func (p *Program) Exec() { p.add(opExec, 0, 0, 0, "execve", "") }
 
 // CloneInit forks the jail's init proper: pid 1 of a new pid namespace
-// and of the namespaces in flags (clone(2) flags: a user namespace, say),
-// a child of the parent (CLONE_PARENT), which runs the rest of the
-// program. The process that ran the program so far writes the id maps
-// of pid 1's user namespace: idMap for both uids and gids, or, if empty,
-// the jail's root as that process's own ids (setgroups denied). Then it
-// reports {"pid":N} (pid 1's pid as the parent sees it: the ids are
-// mapped by then) and exits; with newNet, it first makes a network
-// namespace owned by pid 1's user namespace, while pid 1 goes on, for
-// pid 1 to join (JoinNetNS).
+// and of the namespaces in flags (clone(2) flags, which must hold
+// CLONE_NEWUSER), a child of the parent (CLONE_PARENT), which runs the
+// rest of the program. The process that ran the program so far reports
+// {"pid":N} (pid 1's pid as the parent sees it), writes the id maps of
+// pid 1's user namespace (idMap for both uids and gids, or, if empty,
+// the jail's root as that process's own ids, setgroups denied; refused
+// to root) and reports {"mapped":true}; with newNet, it then makes a
+// network namespace owned by pid 1's user namespace, while pid 1 goes
+// on, for pid 1 to join (JoinNetNS); then it exits.
 func (p *Program) CloneInit(flags uintptr, newNet bool, idMap string) {
+	if flags&unix.CLONE_NEWUSER == 0 {
+		p.Fail(errors.New("CloneInit without CLONE_NEWUSER: no ids to map"))
+		return
+	}
 	var b uint64
 	if newNet {
 		b = 1

@@ -57,12 +57,13 @@ enum ji_code {
 	JI_EXEC,          /* execve CMD */
 	JI_RMDIR,         /* rmdir(path) */
 	JI_CONTINUE,      /* receive the rest of the program and run it */
-	JI_CLONE_INIT,    /* fork pid 1 in new namespaces (a = clone flags; always a
-	                     pid namespace) as the parent's child (CLONE_PARENT);
-	                     this process writes its id maps (the argument; ""
-	                     maps root to this process's own ids), reports
-	                     {"pid":N}, (b != 0: makes a network namespace for
-	                     pid 1 and) exits */
+	JI_CLONE_INIT,    /* fork pid 1 in new namespaces (a = clone flags, with
+	                     CLONE_NEWUSER; always a pid namespace) as the
+	                     parent's child (CLONE_PARENT); this process reports
+	                     {"pid":N}, writes its id maps (the argument; ""
+	                     maps root to this process's own ids, refused to
+	                     root), reports {"mapped":true}, (b != 0: makes a
+	                     network namespace for pid 1 and) exits */
 	JI_AWAIT_IDMAP,   /* wait until JI_CLONE_INIT's process has mapped the ids */
 	JI_JOIN_NETNS,    /* join the network namespace JI_CLONE_INIT made */
 	JI_STDIO,         /* take fd slots a .. a+2 as stdin, stdout, stderr */

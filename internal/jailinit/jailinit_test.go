@@ -301,8 +301,17 @@ func spawnProgram(t *testing.T, newNet bool, idMap string) *jailinit.Program {
 	return p
 }
 
+// jailMap is the id map the runtime gives a jail: its root may not be
+// root's own ids.
+func jailMap() string {
+	if os.Geteuid() == 0 {
+		return "0 1879048192 65536\n"
+	}
+	return ""
+}
+
 // startSpawn starts the init with p and, with wantPid, reads pid 1's pid
-// from the process that forked it.
+// and the word that its ids are mapped from the process that forked it.
 func startSpawn(t *testing.T, p *jailinit.Program, wantPid bool) *spawned {
 	t.Helper()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -316,6 +325,10 @@ func startSpawn(t *testing.T, p *jailinit.Program, wantPid bool) *spawned {
 	child.Close()
 	if wantPid {
 		s.init = s.readPid(t)
+		var said struct{ Mapped bool }
+		msg := s.read(t)
+		require.NoError(t, json.Unmarshal(msg, &said), "%q", msg)
+		require.True(t, said.Mapped, "%q", msg)
 	}
 	return s
 }
@@ -361,32 +374,50 @@ func (s *spawned) finish(t *testing.T) *os.ProcessState {
 
 // The first steps of every jail: pid 1 of new user and pid namespaces
 // forked as the parent's child, its ids mapped by the process that forked
-// it before that process says its pid.
+// it, which says the pid first and then that the ids are mapped.
 func TestCloneInitForksPid1AsTheParentsChild(t *testing.T) {
-	p := spawnProgram(t, false, "")
+	p := spawnProgram(t, false, jailMap())
 	p.Stage("mapped")
 	p.Mark()
-	execTail(p, []string{"sh", "-c", `echo "pid $$"; cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups`}, []string{"PATH=/bin:/usr/bin"}, "/")
+	execTail(p, []string{"sh", "-c", `echo "pid $$"`}, []string{"PATH=/bin:/usr/bin"}, "/")
 	s := startSpawn(t, p, true)
 
 	// Its parent is this process, not the one that forked it.
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(s.init.Pid) + "/status")
 	require.NoError(t, err)
 	assert.Contains(t, string(status), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n")
-	// Its ids were mapped when its pid came: without a map, the jail's
-	// root to this process's own ids (setgroups denied).
+	// Its ids are mapped once that is said.
 	uidMap, err := os.ReadFile("/proc/" + strconv.Itoa(s.init.Pid) + "/uid_map")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"0", strconv.Itoa(os.Geteuid()), "1"}, strings.Fields(string(uidMap)))
+	assert.NotEmpty(t, strings.Fields(string(uidMap)))
 
 	assert.True(t, s.ready(t).Success())
+	assert.Equal(t, "pid 1\n", s.stdout.String())
+}
+
+// Without a map, the jail's root is the caller's own ids, with setgroups
+// denied as the kernel requires; never root's: that is refused.
+func TestCloneInitMapsTheCallersOwnIDs(t *testing.T) {
+	p := spawnProgram(t, false, "")
+	execTail(p, []string{"sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups"}, []string{"PATH=/bin:/usr/bin"}, "/")
+	if os.Geteuid() == 0 {
+		s := startSpawn(t, p, false)
+		var r reply
+		msg := s.read(t)
+		require.NoError(t, json.Unmarshal(msg, &r), "%q", msg)
+		require.NotNil(t, r.Error, "%q", msg)
+		assert.Contains(t, r.Error.Message, "refusing to map the jail's root to host root")
+		require.Error(t, s.cmd.Wait())
+		return
+	}
+	s := startSpawn(t, p, true)
+	require.True(t, s.ready(t).Success())
 	own := func(id int) string { return "0 " + strconv.Itoa(id) + " 1" }
 	lines := strings.Split(strings.TrimSpace(s.stdout.String()), "\n")
-	require.Len(t, lines, 4, s.stdout.String())
-	assert.Equal(t, "pid 1", lines[0])
-	assert.Equal(t, own(os.Geteuid()), strings.Join(strings.Fields(lines[1]), " "))
-	assert.Equal(t, own(os.Getegid()), strings.Join(strings.Fields(lines[2]), " "))
-	assert.Equal(t, "deny", lines[3])
+	require.Len(t, lines, 3, s.stdout.String())
+	assert.Equal(t, own(os.Geteuid()), strings.Join(strings.Fields(lines[0]), " "))
+	assert.Equal(t, own(os.Getegid()), strings.Join(strings.Fields(lines[1]), " "))
+	assert.Equal(t, "deny", lines[2])
 }
 
 // A map given is written for uids and gids alike, setgroups left allowed.
@@ -406,10 +437,13 @@ func TestCloneInitWritesTheMapGiven(t *testing.T) {
 // With a network namespace asked for, the process that forked the init
 // makes it, owned by the init's user namespace, and the init joins it.
 func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
-	p := spawnProgram(t, true, "")
+	p := spawnProgram(t, true, jailMap())
 	p.Stage("network")
 	p.JoinNetNS()
-	p.LinkUp("lo") // needs CAP_NET_ADMIN over the namespace's owner
+	// Needs CAP_NET_ADMIN over the namespace's owning user namespace:
+	// the jail's, not neonbox-ns's, as this shows when the jail's ids
+	// are not root's.
+	p.LinkUp("lo")
 	execTail(p, []string{"readlink", "/proc/self/ns/net"}, []string{"PATH=/bin:/usr/bin"}, "/")
 	s := startSpawn(t, p, true)
 	require.True(t, s.ready(t).Success())
@@ -420,12 +454,13 @@ func TestCloneInitMakesTheNetworkNamespace(t *testing.T) {
 }
 
 // Should the ids fail to map, the process that forked the init says why
-// before it says the pid; the init, never told its ids are mapped, says
-// so and exits.
+// after the pid, instead of that they are mapped; the init, never told its
+// ids are mapped, does not go on but says so and exits.
 func TestCloneInitReportsAFailedIDMap(t *testing.T) {
 	p := spawnProgram(t, false, "not a map\n")
 	execTail(p, []string{"true"}, nil, "/")
 	s := startSpawn(t, p, false)
+	s.init = s.readPid(t)
 
 	var r reply
 	msg := s.read(t)
@@ -434,7 +469,6 @@ func TestCloneInitReportsAFailedIDMap(t *testing.T) {
 	assert.Equal(t, "spawn", r.Error.Stage)
 	assert.Regexp(t, `^/proc/\d+/uid_map$`, r.Error.Path)
 	assert.Equal(t, int(unix.EINVAL), r.Error.Errno)
-	s.init = s.readPid(t)
 
 	msg = s.read(t)
 	r = reply{}
