@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -34,5 +35,15 @@ func TestChildKillUntilReaped(t *testing.T) {
 	s := c.wait()
 	assert.True(t, s.status.Signaled())
 	assert.Equal(t, syscall.SIGKILL, s.status.Signal())
-	assert.True(t, c.done, "reaped: kill sends nothing any more")
+	assert.ErrorIs(t, c.kill(), os.ErrProcessDone, "reaped: kill sends nothing any more")
+}
+
+// A process wait cannot reap (not this process's child) has an unknown
+// end, never a clean exit.
+func TestChildWaitReportsWhatItCannotReap(t *testing.T) {
+	c := &child{pid: os.Getppid()}
+	s := c.wait()
+	require.Error(t, s.err)
+	assert.ErrorIs(t, s.err, syscall.ECHILD)
+	assert.ErrorIs(t, c.kill(), os.ErrProcessDone, "its pid is not its own any more")
 }

@@ -3,6 +3,9 @@ package nsjail
 // Runs in the parent: the jail's processes that this process waits for.
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -23,16 +26,18 @@ type child struct {
 	done bool
 }
 
-// exitState is how a process ended.
+// exitState is how a process ended, or err why that is not known.
 type exitState struct {
 	status syscall.WaitStatus
 	rusage syscall.Rusage
+	err    error
 }
 
 // stateOf is how the process of an os.Process's Wait ended.
-func stateOf(ps *os.ProcessState, _ error) *exitState {
-	s := &exitState{}
+func stateOf(ps *os.ProcessState, err error) *exitState {
+	s := &exitState{err: err}
 	if ps == nil {
+		s.err = cmp.Or(err, errors.New("no process state"))
 		return s
 	}
 	s.status, _ = ps.Sys().(syscall.WaitStatus)
@@ -42,13 +47,14 @@ func stateOf(ps *os.ProcessState, _ error) *exitState {
 	return s
 }
 
-// kill sends SIGKILL, unless c has been reaped.
-func (c *child) kill() {
+// kill sends SIGKILL, unless c has been reaped (os.ErrProcessDone).
+func (c *child) kill() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.done {
-		_ = unix.Kill(c.pid, unix.SIGKILL)
+	if c.done {
+		return os.ErrProcessDone
 	}
+	return unix.Kill(c.pid, unix.SIGKILL)
 }
 
 // wait waits for c to end and reaps it.
@@ -56,16 +62,28 @@ func (c *child) wait() *exitState {
 	// Waitable first, without reaping: the pid stays c's until the
 	// reaping below, which holds the lock.
 	var info unix.Siginfo
-	for unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	for err == unix.EINTR {
+		err = unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var s exitState
-	for {
-		if _, err := syscall.Wait4(c.pid, &s.status, 0, &s.rusage); err != syscall.EINTR {
-			break
+	if err == nil {
+		var pid int
+		for pid, err = syscall.Wait4(c.pid, &s.status, 0, &s.rusage); err == syscall.EINTR; {
+			pid, err = syscall.Wait4(c.pid, &s.status, 0, &s.rusage)
+		}
+		if err == nil && pid != c.pid {
+			err = fmt.Errorf("wait4 returned pid %d", pid)
 		}
 	}
+	// Reaped, or not this process's to reap (ECHILD: reaped by someone
+	// else, with SIGCHLD ignored say): either way its pid is no longer
+	// its own.
 	c.done = true
+	if err != nil {
+		s.err = os.NewSyscallError("wait", err)
+	}
 	return &s
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,10 +60,8 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	network := o.Policy.Has(policies.Network)
 
-	// The cgroup is made beside the jail's start, once the run dir
-	// exists (by its owner file, a later run finds and removes what this
-	// one leaves if it is killed), and taken when the final part of the
-	// init's program needs it.
+	// The cgroup is taken when the final part of the init's program
+	// (or, on a unified cgroup2 host, the jail's start) needs it.
 	type made struct {
 		cg *cgroup.Cgroup
 		ci cgroupInfo
@@ -160,6 +157,33 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		// is reported by await.
 		_ = j.sendBase(cfg)
 	}
+	// The run dir first (by its owner file, a later run finds and
+	// removes what this one leaves if it is killed), then the cgroup,
+	// made by a goroutine meanwhile.
+	startSide := func() *StepError {
+		var err error
+		if rd, err = reserveRunDir(o.StateDir, id); err != nil {
+			return stepError("state", err)
+		}
+		cgMade = make(chan made, 1)
+		go func() {
+			var m made
+			var err error
+			if m.cg, m.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
+				m.se = stepError("cgroup", err)
+			}
+			cgMade <- m
+		}()
+		return nil
+	}
+	if j == nil {
+		// The jail is started once the cgroup exists: made while the
+		// workspace is locked and checked.
+		if se := startSide(); se != nil {
+			r.sandboxError(se)
+			return r, nil
+		}
+	}
 
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace)
 	if err != nil {
@@ -182,21 +206,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("recover", err))
 		return r, nil
 	}
-	// The run dir is on the way to the rest of the init's program,
-	// which mounts the workspace, so only once it is locked and whole.
-	if rd, err = reserveRunDir(o.StateDir, id); err != nil {
-		r.sandboxError(stepError("state", err))
-		return r, nil
-	}
-	cgMade = make(chan made, 1)
-	go func() {
-		var m made
-		var err error
-		if m.cg, m.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
-			m.se = stepError("cgroup", err)
+	if j != nil {
+		// A jail already started waits for its run dir, on the way
+		// to the rest of its program, which mounts the workspace: so
+		// only once the workspace is locked and whole.
+		if se := startSide(); se != nil {
+			r.sandboxError(se)
+			return r, nil
 		}
-		cgMade <- m
-	}()
+	}
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
@@ -251,8 +269,8 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	r.Phases.PrepareMS = ms(time.Since(t0))
 	handed = true
 	if o.CaptureOutput {
-		// The receipt is read as data (neonbox-ns exec --json): its
-		// JSON encoder is built while the jail runs.
+		// The receipt is printed as JSON with the output (neonbox-ns
+		// exec --json): its encoder is built while the jail runs.
 		go warmReceiptJSON()
 	}
 	res := j.await(runCtx)
@@ -393,11 +411,16 @@ func (r *Receipt) classify(res *jailResult) {
 	case res.setupErr != nil:
 		r.sandboxError(res.setupErr)
 		return
+	case res.state == nil || res.state.err != nil:
+		// How CMD ended is not known: never reported as a success.
+		err := errors.New("no exit status")
+		if res.state != nil {
+			err = res.state.err
+		}
+		r.sandboxError(stepError("wait", err))
+		return
 	}
-	var ws syscall.WaitStatus
-	if res.state != nil {
-		ws = res.state.status
-	}
+	ws := res.state.status
 	switch {
 	case ws.Signaled():
 		name := unix.SignalName(ws.Signal())
