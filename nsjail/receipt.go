@@ -214,7 +214,8 @@ func (r *Receipt) ExitStatus() int {
 
 // warmReceiptJSON has encoding/json build its encoder for Receipt, once
 // per process. Run calls it while the first jail runs when the output is
-// captured (the receipt is then read as data): cold, building it took a
+// captured (neonbox-ns exec --json prints the receipt with it; a receipt
+// written with --receipt alone is encoded cold): cold, building it took a
 // few tenths of a millisecond between CMD's end and its receipt.
 var warmReceiptJSON = sync.OnceFunc(func() { _ = (&Receipt{}).WriteJSON(io.Discard) })
 

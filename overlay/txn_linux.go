@@ -400,7 +400,8 @@ func (t *txn) backward(i int, s *JournalOp) error {
 // RecoverAt finishes an interrupted transaction: one whose journal still
 // says "applying" is rolled back and its directory removed. It reports
 // whether there was anything to recover. A committed transaction is left
-// alone (it is history, for Undo).
+// alone (it is history, for Undo), but for its "committed" marker, which
+// it gets if its journal says committed without one.
 func RecoverAt(txnDir string, ids IDMap) (bool, error) {
 	if Committed(txnDir) {
 		return false, nil
@@ -416,8 +417,10 @@ func RecoverAt(txnDir string, ids IDMap) (bool, error) {
 	if j.State == StateCommitted {
 		// History whose marker a crash kept from being written (or an
 		// undo's crash removed): written now, so that later runs need
-		// not read this journal again.
-		return false, markCommitted(txnDir, true)
+		// not read this journal again. Only a saving: a failure to
+		// write it changes nothing.
+		_ = markCommitted(txnDir, true)
+		return false, nil
 	}
 	if j.State != StateApplying {
 		return false, nil
