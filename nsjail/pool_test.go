@@ -53,10 +53,11 @@ func TestPoolRunsFreshJails(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(e.ws, "one.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "one\n", string(b))
-	r4, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"grep", "Seccomp:", "/proc/self/status"}, CaptureOutput: true})
+	// The init waits for each call with its privileges already gone.
+	r4, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"grep", "-E", "^(CapPrm|CapEff|NoNewPrivs|Seccomp):", "/proc/self/status"}, CaptureOutput: true})
 	require.NoError(t, err)
 	require.Equal(t, nsjail.StatusSuccess, r4.Status, r4.Error)
-	assert.Equal(t, "Seccomp:\t2", strings.TrimSpace(*r4.Stdout))
+	assert.Equal(t, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2", strings.TrimSpace(*r4.Stdout))
 	// Its own network namespace, with only lo; on v1, its run's cgroup
 	// (joined through the tasks files that come with the call).
 	r5, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; echo --; cat /proc/self/cgroup"}, CaptureOutput: true})

@@ -2,6 +2,7 @@ package nsjail
 
 import (
 	le "encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,8 +70,9 @@ func testConfig() *childConfig {
 }
 
 // Whatever way the program is split, every jail ends the same way: the
-// cgroup joined, the ids and every capability dropped, no_new_privs,
-// every seccomp filter, then execve; the command comes only with that.
+// ids and every capability dropped, no_new_privs and every seccomp filter
+// before execve, the cgroup joined on the way; the command comes only
+// with that, or, for a Pool's deferred init, after it.
 func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	drop := []string{"write tasks", "setgroups", "setresgid", "setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp", "seccomp", "sync", "execve"}
 
@@ -107,14 +109,19 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	assert.Error(t, err, "no jail without a filter")
 
 	// A Pool's deferred init: rest and final in one message, the
-	// tasks files after the workspace's descriptor.
+	// tasks files after the workspace's descriptor; every privilege
+	// and the filters go before it waits for its command.
 	cfg = testConfig()
 	cfg.Deferred, cfg.CgroupTasks = true, 5
 	deferred, err := restProgram(cfg)
 	require.NoError(t, err)
 	ds := decodeProgram(t, deferred)
 	d := ops(ds)
-	assert.True(t, subsequence(d, append([]string{"prctl PR_CAPBSET_DROP", "call"}, drop...)), "%v", d)
+	assert.True(t, subsequence(d, append(append([]string{"prctl PR_CAPBSET_DROP"}, drop[1:len(drop)-2]...), "call", "write tasks", "sync", "execve")), "%v", d)
+	call := slices.Index(d, "call")
+	for _, op := range []string{"setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp"} {
+		assert.Less(t, slices.Index(d, op), call, "%s before the call", op)
+	}
 	for _, s := range ds {
 		if s.op == "write tasks" {
 			assert.Equal(t, []uint64{1, 5}, []uint64{s.a, s.b})
