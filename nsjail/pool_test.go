@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/internal/testutil"
 	"github.com/neonbox/neonbox-ns/nsjail"
+	"github.com/neonbox/neonbox-ns/policies"
 )
 
 func newPool(t *testing.T, e jailEnv) *nsjail.Pool {
@@ -121,4 +124,35 @@ func TestPoolHonoursAChangedWorkspaceRoot(t *testing.T) {
 	assert.Equal(t, nsjail.StatusExecutionError, r.Status, "%v %s", r.Error, out.String())
 	assert.Contains(t, out.String(), "Permission denied")
 	assert.NoFileExists(t, filepath.Join(e.ws, "newfile"))
+}
+
+// A policy's own filter is written for the command: it applies to the
+// command only, not to the init's handling of a call (taking the
+// command's streams, its directory, its lookup), even where it denies
+// what that handling does.
+func TestPoolCallsUnderAPolicysFilter(t *testing.T) {
+	e := newJailEnv(t)
+	policy, err := policies.Builtin("default")
+	require.NoError(t, err)
+	eperm := uint(unix.EPERM)
+	policy.Seccomp = &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Syscalls:      []specs.LinuxSyscall{{Names: []string{"recvmsg", "chdir"}, Action: specs.ActErrno, ErrnoRet: &eperm}},
+	}
+	p, err := nsjail.NewPool(context.Background(), nsjail.Options{Workspace: e.ws, StateDir: e.state, Policy: policy, HostEnv: []string{"PATH=/usr/bin:/bin"}}, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, p.Close())
+		e.requireClean(t)
+	})
+	for range 2 {
+		r, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"true"}})
+		require.NoError(t, err)
+		require.Equal(t, nsjail.StatusSuccess, r.Status, "%v", r.Error)
+	}
+	// The command is under it.
+	r, err := p.Exec(context.Background(), nsjail.Options{Command: []string{"sh", "-c", "cd /tmp"}, CaptureOutput: true})
+	require.NoError(t, err)
+	assert.Equal(t, nsjail.StatusExecutionError, r.Status, "%v", r.Error)
+	assert.Contains(t, *r.Stderr, "can't cd")
 }

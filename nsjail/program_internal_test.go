@@ -110,18 +110,27 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 
 	// A Pool's deferred init: rest and final in one message, the
 	// tasks files after the workspace's descriptor; every privilege
-	// and the filters go before it waits for its command.
+	// goes and neonbox-ns's own filter comes before it waits for its
+	// command, the policy's filter (the second) only after it.
 	cfg = testConfig()
 	cfg.Deferred, cfg.CgroupTasks = true, 5
 	deferred, err := restProgram(cfg)
 	require.NoError(t, err)
 	ds := decodeProgram(t, deferred)
 	d := ops(ds)
-	assert.True(t, subsequence(d, append(append([]string{"prctl PR_CAPBSET_DROP"}, drop[1:len(drop)-2]...), "call", "write tasks", "sync", "execve")), "%v", d)
+	assert.True(t, subsequence(d, append(append([]string{"prctl PR_CAPBSET_DROP"}, drop[1:len(drop)-3]...), "call", "write tasks", "seccomp", "sync", "execve")), "%v", d)
 	call := slices.Index(d, "call")
 	for _, op := range []string{"setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp"} {
 		assert.Less(t, slices.Index(d, op), call, "%s before the call", op)
 	}
+	var filters []uint64
+	for i, s := range ds {
+		if s.op == "seccomp" {
+			filters = append(filters, uint64(i))
+		}
+	}
+	require.Len(t, filters, 2)
+	assert.Greater(t, filters[1], uint64(call), "the policy's filter after the call")
 	for _, s := range ds {
 		if s.op == "write tasks" {
 			assert.Equal(t, []uint64{1, 5}, []uint64{s.a, s.b})

@@ -127,16 +127,19 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 		return p.Encode()
 	}
 	// A deferred init waits for its command with every privilege gone
-	// and the filters loaded: what is left (the command's directory and
-	// lookup, the v1 cgroup through tasks files the parent opened,
-	// execve) needs none, and each call is that much quicker.
-	dropPrivileges(&p, cfg)
+	// and neonbox-ns's own filter loaded: what is left (the command's
+	// streams, directory and lookup, the v1 cgroup through tasks files
+	// the parent opened, execve) needs none, and each call is that much
+	// quicker. A policy's own filters come last, as in any jail: they
+	// are written for the command, not for the init's handling of it.
+	own, policy := cfg.Seccomp[:1], cfg.Seccomp[1:]
+	dropPrivileges(&p, cfg, own)
 	p.Stage("credentials")
 	p.Mark()
 	p.Stage("call")
 	p.AwaitCall()
 	p.Mark()
-	finishExec(&p, cfg, tasksSlot(cfg), false)
+	finishExec(&p, cfg, tasksSlot(cfg), false, policy)
 	return p.Encode()
 }
 
@@ -153,31 +156,38 @@ func finalProgram(cfg *childConfig) ([]byte, error) {
 	p.Argv(cfg.Argv)
 	p.Env(cfg.Env)
 	p.Cwd(cfg.Cwd)
-	finishExec(&p, cfg, 0, true)
+	finishExec(&p, cfg, 0, true, cfg.Seccomp)
 	return p.Encode()
 }
 
 // finishExec takes the init from its command to execve, dropping every
-// privilege on the way with drop (a deferred init has before its call):
-// the cgroup's tasks files are in descriptor slots tasks on.
-func finishExec(p *jailinit.Program, cfg *childConfig, tasks int, drop bool) {
+// privilege on the way with drop (a deferred init has before its call),
+// and loading filters last: the cgroup's tasks files are in descriptor
+// slots tasks on.
+func finishExec(p *jailinit.Program, cfg *childConfig, tasks int, drop bool, filters [][]byte) {
 	p.Stage("cwd")
 	p.Chdir()
 	p.Stage("exec")
 	p.LookPath(DefaultPath)
 	p.MarkAs("lookpath")
-	// Last before the credentials go, so that the init's own setup is
-	// not charged to the run: the init's thread joins the v1 cgroup and
-	// takes CMD in with it at execve.
+	// Last before the credentials go (or the policy's filters come),
+	// so that the init's own setup is not charged to the run: the
+	// init's thread joins the v1 cgroup and takes CMD in with it at
+	// execve.
 	if cfg.CgroupTasks > 0 {
 		p.Stage("cgroup")
 		p.JoinCgroup(tasks, cfg.CgroupTasks)
 		p.Mark()
 	}
 	if drop {
-		dropPrivileges(p, cfg)
+		dropPrivileges(p, cfg, filters)
 		p.Stage("credentials")
 		p.Mark()
+	} else if len(filters) > 0 {
+		p.Stage("seccomp")
+		for _, prog := range filters {
+			p.Seccomp(prog)
+		}
 	}
 	p.Stage("sync")
 	p.Ready()
@@ -403,14 +413,14 @@ func dropBounds(p *jailinit.Program, lastCap int) {
 
 // dropPrivileges, after dropBounds, leaves the init with no capabilities
 // in any set and no way back: no_new_privs is set, the jail ids are
-// cfg.UID and cfg.GID, and the seccomp filters are loaded.
-func dropPrivileges(p *jailinit.Program, cfg *childConfig) {
+// cfg.UID and cfg.GID, and filters (seccomp programs) are loaded.
+func dropPrivileges(p *jailinit.Program, cfg *childConfig, filters [][]byte) {
 	p.Stage("credentials")
 	// Before the filters: a policy's own filter may deny prctl.
 	setIDs(p, cfg.UID, cfg.GID, cfg.SetGroups)
 	p.CapsetZero()
 	p.NoNewPrivs()
-	for _, prog := range cfg.Seccomp {
+	for _, prog := range filters {
 		p.Seccomp(prog)
 	}
 }

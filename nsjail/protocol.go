@@ -85,8 +85,10 @@ type childConfig struct {
 	SetGroups bool
 	// DevPts asks for a /dev/pts, for runs attached to a terminal.
 	DevPts bool
-	// Seccomp are compiled filters (classic BPF) loaded, in order, just
-	// before execve; the kernel applies all of them.
+	// Seccomp are compiled filters (classic BPF): neonbox-ns's own, then
+	// the policy's, loaded in order just before execve (a deferred init
+	// loads the first before it waits for its call); the kernel applies
+	// all of them.
 	Seccomp [][]byte
 	// ReadOnlyWorkspace binds the workspace read-only instead of
 	// mounting an overlay (no fs-write capability).
