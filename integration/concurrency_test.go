@@ -44,15 +44,21 @@ func TestConcurrentRunsOnOneWorkspace(t *testing.T) {
 // after neonbox-ns has exited, so it waits up to 10 s for them to go.
 func runsLeft(t *testing.T, state string) []string {
 	t.Helper()
-	var names []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	return settled(func() []string {
+		var names []string
 		entries, _ := os.ReadDir(filepath.Join(state, "runs"))
-		names = names[:0]
 		for _, e := range entries {
 			names = append(names, e.Name())
 		}
-		if len(names) == 0 || time.Now().After(deadline) {
-			return names
+		return names
+	})
+}
+
+// settled returns what list says once it says nothing, or after 10 s.
+func settled(list func() []string) []string {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if left := list(); len(left) == 0 || time.Now().After(deadline) {
+			return left
 		}
 	}
 }

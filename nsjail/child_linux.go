@@ -3,8 +3,6 @@ package nsjail
 // Runs in the parent: the jail's processes that this process waits for.
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -31,20 +29,6 @@ type exitState struct {
 	status syscall.WaitStatus
 	rusage syscall.Rusage
 	err    error
-}
-
-// stateOf is how the process of an os.Process's Wait ended.
-func stateOf(ps *os.ProcessState, err error) *exitState {
-	s := &exitState{err: err}
-	if ps == nil {
-		s.err = cmp.Or(err, errors.New("no process state"))
-		return s
-	}
-	s.status, _ = ps.Sys().(syscall.WaitStatus)
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		s.rusage = *ru
-	}
-	return s
 }
 
 // kill sends SIGKILL, unless c has been reaped (os.ErrProcessDone).

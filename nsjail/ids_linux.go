@@ -21,11 +21,15 @@ const (
 
 // idPlan says how ids are mapped for one run.
 type idPlan struct {
-	rootful  bool
-	jailUID  uint32 // CMD's ids inside the jail
-	jailGID  uint32
-	setGroup bool
+	rootful bool
+	jailUID uint32 // CMD's ids inside the jail
+	jailGID uint32
 }
+
+// setGroups says the jail may clear its supplementary groups: it maps a
+// range of ids (as root). Mapping the caller's single id instead, the
+// kernel requires setgroups denied.
+func (p idPlan) setGroups() bool { return p.rootful }
 
 // planIDs chooses the mapping for a workspace owned by wsUID:wsGID.
 //
@@ -50,13 +54,10 @@ func planIDs(wsUID, wsGID uint32) (idPlan, error) {
 }
 
 // hostIDs is the mapping of the jail's ids onto the host's, which
-// depends only on who runs neonbox-ns (see planIDs).
-func hostIDs() idPlan { return spawnIDs(os.Geteuid() == 0) }
-
-// spawnIDs is hostIDs for neonbox-ns run as root or not: the jail's
-// 65536 ids on the unused host range, or its root on the caller's ids
-// (idMap), for which the kernel requires setgroups denied.
-func spawnIDs(rootful bool) idPlan { return idPlan{rootful: rootful, setGroup: rootful} }
+// depends only on who runs neonbox-ns (see planIDs): the jail's 65536
+// ids on the unused host range as root, else its root on the caller's
+// ids (idMap).
+func hostIDs() idPlan { return idPlan{rootful: os.Geteuid() == 0} }
 
 // commitIDs translates upper-dir owners back to workspace owners.
 func (p idPlan) commitIDs() overlay.IDMap {

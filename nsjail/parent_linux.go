@@ -62,15 +62,13 @@ func (r *jailResult) releaseMountNS() {
 // jail's namespaces, forks the init proper (proc) and exits; and proc,
 // pid 1 of the jail, which builds it and becomes CMD.
 type jail struct {
-	streams     *streams
-	sock        *os.File
-	inCgroup    bool // started in its v2 cgroup
-	adopted     bool // prestarted; its streams come with the base of its program
-	startFailed bool // prestarted, and its execve (or setup before) failed
-	rootful     bool // prestarted: its ids are mapped for neonbox-ns run as root
-	baseSent    bool // the base part of the program
-	exited      chan *exitState
-	res         *jailResult
+	streams  *streams
+	sock     *os.File
+	inCgroup bool                 // started in its v2 cgroup
+	pre      *jailinit.Prestarted // if prestarted (adopted): its streams come with the base of its program
+	baseSent bool                 // the base part of the program
+	exited   chan *exitState
+	res      *jailResult
 
 	// Set by supervise before it closes spawned.
 	spawned  chan struct{}
@@ -119,7 +117,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	var warnings []string
 	if j := takePrestarted(); j != nil {
 		failed := j.failedToSpawn()
-		if adopt && !network && !intoCgroup && j.rootful == ids.rootful && !failed {
+		if adopt && !network && !intoCgroup && j.pre.Rootful == ids.rootful && !failed {
 			j.streams = s
 			return j, nil
 		}
@@ -187,13 +185,16 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		// is this thread's child too (CLONE_PARENT). Keep this
 		// goroutine on its own thread for the life of the jail.
 		runtime.LockOSThread()
-		first, err := os.StartProcess(reexec.Self, []string{initName}, attr)
+		proc, err := os.StartProcess(reexec.Self, []string{initName}, attr)
 		started <- err
 		if err != nil {
 			return
 		}
+		// Waited for by pid, as the init is (child).
+		first := &child{pid: proc.Pid}
+		_ = proc.Release()
 		j.learnPid()
-		j.supervise(func() *exitState { return stateOf(first.Wait()) }, nil)
+		j.supervise(first, nil)
 	}()
 	if err := <-started; err != nil {
 		parentEnd.Close()
@@ -259,7 +260,7 @@ func takePrestarted() *jail {
 // its init said its pid: for certain if a prestarted init could not be
 // started at all (waiting for the reason it sent), else if already seen.
 func (j *jail) failedToSpawn() bool {
-	if j.startFailed {
+	if j.pre != nil && j.pre.Failed {
 		<-j.spawned
 		return true
 	}
@@ -290,7 +291,7 @@ func probeCgroups() *cgroup.Host {
 // thread, at this point) on the caller's way.
 func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	j := newJail(pre.Sock, nil)
-	j.adopted, j.rootful, j.startFailed = true, pre.Rootful, pre.Failed
+	j.pre = pre
 	adopted := monotonic()
 	// pre.At is on the monotonic clock; the start's wall time is as
 	// long before now.
@@ -305,7 +306,7 @@ func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	// Its pid has been waiting since long before the Go runtime was
 	// up: read at once, not by a goroutine that may wait for a CPU.
 	j.learnPid()
-	go j.supervise(first.wait, then)
+	go j.supervise(first, then)
 	return j
 }
 
@@ -324,15 +325,15 @@ func (j *jail) learnPid() {
 }
 
 // supervise runs then (if not nil) and waits for the jail to end, once
-// learnPid has run. waitFirst waits for the process started in this
-// process's namespaces.
-func (j *jail) supervise(waitFirst func() *exitState, then func()) {
+// learnPid has run. first is the process started in this process's
+// namespaces.
+func (j *jail) supervise(first *child, then func()) {
 	if then != nil {
 		then()
 	}
 	// The first process exits once it has forked pid 1 (and made the
 	// network namespace): reaped now, it is no zombie for the run.
-	state := waitFirst()
+	state := first.wait()
 	if j.proc != nil {
 		state = j.proc.wait()
 	}
@@ -353,13 +354,11 @@ func (j *jail) spawn() (*child, *StepError) {
 		m, eof, se := j.readMessage()
 		switch {
 		case se != nil && eof:
-			switch {
-			case failed != nil:
-			case proc == nil:
-				failed = &StepError{Stage: "spawn", Message: "the jail's init exited before it said its pid"}
-			default:
-				failed = &StepError{Stage: "spawn", Message: "the jail's init exited before its ids were mapped"}
+			msg := "the jail's init exited before it said its pid"
+			if proc != nil {
+				msg = "the jail's init exited before its ids were mapped"
 			}
+			failed = cmp.Or(failed, &StepError{Stage: "spawn", Message: msg})
 		case se != nil:
 			failed = cmp.Or(failed, se)
 			if proc == nil {
@@ -442,13 +441,7 @@ func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 		defer unix.Close(fd)
 		fds = append(fds, fd)
 	}
-	for _, f := range tasks {
-		fds = append(fds, int(f.Fd()))
-	}
-	if se := j.send("config_sent", msg, fds); se != nil {
-		return j.failed(se)
-	}
-	return nil
+	return j.send("config_sent", msg, fds, tasks)
 }
 
 // configureFinal sends the final part of the program of an init that is
@@ -469,14 +462,7 @@ func (j *jail) configureFinal(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	if err != nil {
 		return j.failed(asStepError("config", err))
 	}
-	fds := make([]int, len(tasks))
-	for i, f := range tasks {
-		fds[i] = int(f.Fd())
-	}
-	if se := j.send("final_sent", msg, fds); se != nil {
-		return j.failed(se)
-	}
-	return nil
+	return j.send("final_sent", msg, nil, tasks)
 }
 
 // openTasks opens cg's v1 tasks files (none on v2, where the init was
@@ -530,19 +516,19 @@ func holdMountNS(pid int) *os.File {
 // CMD's streams for an adopted init: the init builds the base of the jail
 // while the caller prepares the rest. A failure is also kept for await.
 func (j *jail) sendBase(cfg *childConfig) *StepError {
-	msg, err := baseProgram(cfg, j.adopted)
+	adopted := j.pre != nil
+	msg, err := baseProgram(cfg, adopted)
 	if err == nil {
 		var rights []byte
-		if j.adopted {
-			f := j.streams.files
-			rights = unix.UnixRights(int(f[0].Fd()), int(f[1].Fd()), int(f[2].Fd()))
+		if adopted {
+			rights = j.streams.rights()
 		}
 		err = unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0)
 		if err != nil {
 			err = os.NewSyscallError("sendmsg", err)
 		}
 	}
-	if j.adopted {
+	if adopted {
 		j.streams.handedOver()
 	}
 	j.baseSent = true
@@ -553,16 +539,20 @@ func (j *jail) sendBase(cfg *childConfig) *StepError {
 	return j.res.setupErr
 }
 
-// send sends a part of the init's program with descriptors, after
-// marking the moment as mark.
-func (j *jail) send(mark string, msg []byte, fds []int) *StepError {
+// send sends a part of the init's program with the descriptors fds and
+// then those of files, after marking the moment as mark; a failure is
+// kept for await.
+func (j *jail) send(mark string, msg []byte, fds []int, files []*os.File) *StepError {
+	for _, f := range files {
+		fds = append(fds, int(f.Fd()))
+	}
 	var rights []byte
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
 	}
 	j.mark(mark)
 	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
-		return stepError("config", os.NewSyscallError("sendmsg", err))
+		return j.failed(stepError("config", os.NewSyscallError("sendmsg", err)))
 	}
 	return nil
 }

@@ -372,10 +372,8 @@ func (j *jail) sendCall(argv, env []string, cwd string, s *streams) error {
 	if err != nil {
 		return err
 	}
-	f := s.files
-	rights := unix.UnixRights(int(f[0].Fd()), int(f[1].Fd()), int(f[2].Fd()))
 	j.mark("call_sent")
-	if err := unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0); err != nil {
+	if err := unix.Sendmsg(int(j.sock.Fd()), msg, s.rights(), nil, 0); err != nil {
 		return os.NewSyscallError("sendmsg", err)
 	}
 	return nil

@@ -30,7 +30,7 @@ func TestPrestartProgram(t *testing.T) {
 		name    string
 		rootful bool
 	}{{"ji_spawn_rootful", true}, {"ji_spawn_rootless", false}} {
-		prog, err := spawnProgram(unshareFlags, spawnIDs(v.rootful))
+		prog, err := spawnProgram(unshareFlags, idPlan{rootful: v.rootful})
 		require.NoError(t, err)
 		if !*updatePrestart {
 			require.Equal(t, prog, jailinit.PrestartProgram(v.rootful), "the prestart programs are stale: run go generate ./nsjail")

@@ -461,7 +461,7 @@ func spawnProgram(flags uintptr, ids idPlan) ([]byte, error) {
 	// As the jail's root from here on; clears the groups the init
 	// inherited from the parent (setgroups is denied when the jail
 	// maps only one id).
-	setIDs(&p, 0, 0, ids.setGroup)
+	setIDs(&p, 0, 0, ids.setGroups())
 	p.MarkAs("mapped")
 	p.Stage("config")
 	p.Continue()

@@ -131,11 +131,13 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 	}()
 	handed := false // to await, which waits for the jail's end
-	defer func() {
+	killUnhanded := func() {
 		if j != nil && !handed {
 			j.kill()
+			handed = true
 		}
-	}()
+	}
+	defer killUnhanded()
 
 	if j != nil {
 		r.Warnings = append(r.Warnings, j.warnings...)
@@ -190,15 +192,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("lock", err))
 		return r, nil
 	}
-	defer lock.release()
 	// A jail still alive at a return from here on goes before the lock
-	// does (deferred calls run last first): it may have the workspace
-	// mounted over its lower layer.
+	// does: it may have the workspace mounted over its lower layer.
 	defer func() {
-		if j != nil && !handed {
-			j.kill()
-			handed = true
-		}
+		killUnhanded()
+		lock.release()
 	}()
 	notes, err := recoverWorkspace(o.StateDir, o.Workspace)
 	r.Warnings = append(r.Warnings, notes...)
@@ -363,7 +361,7 @@ func jailConfig(o *Options, ids idPlan) (*childConfig, error) {
 		Masked:      view.masked,
 		UID:         ids.jailUID,
 		GID:         ids.jailGID,
-		SetGroups:   ids.setGroup,
+		SetGroups:   ids.setGroups(),
 
 		ReadOnlyWorkspace: !o.Policy.Has(policies.FSWrite),
 		Network:           o.Policy.Has(policies.Network),

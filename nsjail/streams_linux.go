@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // streams are CMD's stdin, stdout and stderr as the init (or a Pool's
@@ -94,6 +96,13 @@ func (s *streams) devNull(flag int) (*os.File, error) {
 		s.passed = append(s.passed, f)
 	}
 	return f, err
+}
+
+// rights is the control message that passes the three descriptors, in
+// order, to the init.
+func (s *streams) rights() []byte {
+	f := s.files
+	return unix.UnixRights(int(f[0].Fd()), int(f[1].Fd()), int(f[2].Fd()))
 }
 
 // handedOver closes this process's copies of the descriptors the init now

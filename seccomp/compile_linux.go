@@ -48,10 +48,7 @@ func CompileDefault(subprocess bool) (*Program, error) {
 // Compile turns p into a BPF program, or returns the one compiled for an
 // identical profile earlier in this process.
 func Compile(p *specs.LinuxSeccomp) (*Program, error) {
-	_, hash, err := profileHash(p)
-	if err != nil {
-		return nil, err
-	}
+	_, hash := profileHash(p)
 	if prog, ok := cache.Load(hash); ok {
 		return prog.(*Program), nil
 	}
@@ -65,10 +62,10 @@ func Compile(p *specs.LinuxSeccomp) (*Program, error) {
 
 // profileHash returns p's encoding (profileBytes) and the hash that
 // identifies it.
-func profileHash(p *specs.LinuxSeccomp) (raw []byte, hash string, err error) {
+func profileHash(p *specs.LinuxSeccomp) (raw []byte, hash string) {
 	raw = profileBytes(p)
 	sum := sha256.Sum256(raw)
-	return raw, fmt.Sprintf("%x", sum[:16]), nil
+	return raw, fmt.Sprintf("%x", sum[:16])
 }
 
 // profileBytes encodes every field of p, each length-prefixed, so that

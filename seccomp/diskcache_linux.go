@@ -28,10 +28,7 @@ const cacheFormat = "neonbox-seccomp-bpf-2"
 // owns it and nobody else may write it. A cache that cannot be read or
 // written is not an error; the profile is compiled instead.
 func CompileIn(dir string, p *specs.LinuxSeccomp) (*Program, error) {
-	raw, hash, err := profileHash(p)
-	if err != nil {
-		return nil, err
-	}
+	raw, hash := profileHash(p)
 	if prog, ok := cache.Load(hash); ok {
 		return prog.(*Program), nil
 	}
@@ -61,9 +58,9 @@ var diskDefaults [2]struct {
 	err  error
 }
 
-// diskKey names the compiled program of the profile whose JSON is raw:
-// the profile, the libseccomp that compiles it and the architecture it
-// is for.
+// diskKey names the compiled program of the profile whose encoding
+// (profileBytes) is raw: the profile, the libseccomp that compiles it and
+// the architecture it is for.
 func diskKey(raw []byte) string {
 	major, minor, micro := libseccomp.GetLibraryVersion()
 	h := sha256.New()

@@ -163,9 +163,9 @@ static const char too_long[] = "(the error report was too long)";
 static const char too_long_report[] =
 	"{\"error\":{\"stage\":\"init\",\"message\":\"(the error report was too long)\"}}";
 
-// report_error reports that op failed on path with err (an errno; the
-// parent words it when msg is NULL) or with msg.
-static void report_error(const struct op *op, const char *path, int err, const char *msg)
+// fail_at reports that op failed on path with err (an errno; the parent
+// words it when msg is NULL) or with msg, and ends the init.
+static void fail_at(const struct op *op, const char *path, int err, const char *msg)
 {
 	static char out[JI_MAX_REPORT];
 	char num[32];
@@ -187,15 +187,9 @@ static void report_error(const struct op *op, const char *path, int err, const c
 	if (at <= cap)
 		put(out, at);
 	else if (msg != too_long) // too long to report whole: say what fits
-		report_error(op, "", err, too_long);
+		fail_at(op, "", err, too_long);
 	else
 		put(too_long_report, sizeof(too_long_report) - 1);
-}
-
-// fail_at reports the failure (report_error) and ends the init.
-static void fail_at(const struct op *op, const char *path, int err, const char *msg)
-{
-	report_error(op, path, err, msg);
 	_exit(1);
 }
 
@@ -537,9 +531,9 @@ static int set_pdeathsig(int sig)
 	return 0;
 }
 
-// ji_send_fd sends len bytes of buf and fd over the unix socket sock
+// send_fd sends len bytes of buf and fd over the unix socket sock
 // (see jailinit.h).
-int ji_send_fd(int sock, const void *buf, size_t len, int fd)
+static int send_fd(int sock, const void *buf, size_t len, int fd)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -555,7 +549,7 @@ int ji_send_fd(int sock, const void *buf, size_t len, int fd)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
-// recv_fd receives a one-byte message with a descriptor (ji_send_fd): the descriptor (close-on-exec),
+// recv_fd receives a one-byte message with a descriptor (send_fd): the descriptor (close-on-exec),
 // -1 with errno set, or -2 if the message held none (or there was none).
 static int recv_fd(int sock)
 {
@@ -579,43 +573,38 @@ static int recv_fd(int sock)
 	return fd;
 }
 
-// write_file writes text to path; it returns 0 or an errno.
-static int write_file(const char *path, const char *text)
+// write_map writes text to pid's /proc file name, or fails the init.
+static void write_map(const struct op *op, pid_t pid, const char *name, const char *text)
 {
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno;
+		fail_at(op, path, errno, NULL);
 	size_t n = strlen(text);
 	ssize_t w = write(fd, text, n);
-	int err = w < 0 ? errno : (size_t)w != n ? EIO : 0;
+	if (w < 0 || (size_t)w != n)
+		fail_at(op, path, w < 0 ? errno : EIO, NULL);
 	close(fd);
-	return err;
 }
 
 // map_ids writes the id maps of pid's user namespace: map for both uids
 // and gids, or, if empty, the jail's root as this process's own ids,
 // with setgroups denied first, as the kernel then requires
-// (user_namespaces(7)). On a failure it reports the file and returns -1.
-static int map_ids(const struct op *op, pid_t pid, const char *map)
+// (user_namespaces(7)). A failure ends this process, reported.
+static void map_ids(const struct op *op, pid_t pid, const char *map)
 {
-	char path[64], own[64];
-	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
-	for (int i = 0; i < 3; i++) {
-		const char *text = map;
-		if (!map[0] && i == 1)
-			text = "deny";
-		else if (!map[0])
-			snprintf(own, sizeof(own), "0 %u 1\n", i == 0 ? (unsigned)geteuid() : (unsigned)getegid()), text = own;
-		else if (i == 1)
-			continue; // setgroups stays allowed
-		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
-		int err = write_file(path, text);
-		if (err) {
-			report_error(op, path, err, NULL);
-			return -1;
-		}
+	if (map[0]) {
+		write_map(op, pid, "uid_map", map); // setgroups stays allowed
+		write_map(op, pid, "gid_map", map);
+		return;
 	}
-	return 0;
+	char own[64];
+	snprintf(own, sizeof(own), "0 %u 1\n", (unsigned)geteuid());
+	write_map(op, pid, "uid_map", own);
+	write_map(op, pid, "setgroups", "deny");
+	snprintf(own, sizeof(own), "0 %u 1\n", (unsigned)getegid());
+	write_map(op, pid, "gid_map", own);
 }
 
 // clone_init forks pid 1 in new namespaces (op->a: the user namespace
@@ -681,8 +670,7 @@ static void clone_init(const struct op *op)
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
 	if (net && (userns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		fail_at(op, path, errno, NULL);
-	if (map_ids(op, pid, map) < 0)
-		_exit(1); // reported; pid 1 reads EOF and fails too
+	map_ids(op, pid, map); // a failure: pid 1 reads EOF and fails too
 	// Said before pid 1 goes on, so that it comes before anything pid 1
 	// says.
 	static const char done[] = "{\"mapped\":true}";
@@ -702,7 +690,7 @@ static void clone_init(const struct op *op)
 		int ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 		if (ns < 0)
 			fail_at(op, "/proc/self/ns/net", errno, NULL);
-		if (ji_send_fd(go[1], "", 1, ns) < 0)
+		if (send_fd(go[1], "", 1, ns) < 0)
 			fail_at(op, "sendmsg", errno, NULL);
 	}
 	_exit(0);

@@ -80,9 +80,4 @@ enum ji_code {
 /* The longest message the init sends. */
 #define JI_MAX_REPORT 16384
 
-#include <stddef.h>
-/* Sends len bytes of buf with the descriptor fd over the unix socket sock;
- * 0, or -1 with errno set. Shared by jailinit.c and prestart.c. */
-int ji_send_fd(int sock, const void *buf, size_t len, int fd);
-
 #endif

@@ -135,22 +135,37 @@ static void exec_init(int sock, int td, pid_t parent)
 	exec_fail(JI_SYNC_FD, "execve", "/proc/self/exe", errno);
 }
 
+// The teardown helper's socket: the end this process keeps for Go
+// (ji_take_teardown); -1: none.
+static int teardown = -1;
+
+int ji_take_teardown(void)
+{
+	int sock = teardown;
+	teardown = -1;
+	return sock;
+}
+
 static void prestart_init(void)
 {
-	int pair[2];
+	int pair[2], tdp[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
 		return;
-	// The teardown helper's socket: this process keeps one end (jt_take),
-	// the init gets the other (-1: no helper), moved to 10 or above here,
-	// so that the child of vfork, which must not change this process's
+	// The teardown helper's socket: this process keeps one end, the init
+	// gets the other (td; -1: no helper), moved to 10 or above, so that
+	// the child of vfork, which must not change this process's
 	// variables, can move the two sockets to fds 3 and 4 in any order.
-	int td = jt_prestart_socket();
-	if (td >= 0 && td < 10) {
-		int high = fcntl(td, F_DUPFD_CLOEXEC, 10);
-		close(td);
-		td = high;
-		if (td < 0)
-			jt_prestart_failed();
+	// With stdin, stdout or stderr closed, an end would take its number:
+	// no helper then.
+	int td = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tdp) == 0) {
+		if (tdp[0] > 2 && tdp[1] > 2)
+			td = fcntl(tdp[1], F_DUPFD_CLOEXEC, 10);
+		close(tdp[1]);
+		if (td >= 0)
+			teardown = tdp[0];
+		else
+			close(tdp[0]);
 	}
 	int rootful = geteuid() == 0;
 	pid_t self = getpid(), pid = -1;
@@ -169,8 +184,10 @@ static void prestart_init(void)
 	close(pair[1]);
 	if (td >= 0)
 		close(td);
-	if (pid < 0 || exec_failed)
-		jt_prestart_failed();
+	if ((pid < 0 || exec_failed) && teardown >= 0) {
+		close(teardown); // no init, so no helper
+		teardown = -1;
+	}
 	if (pid < 0) {
 		close(pair[0]);
 		return;

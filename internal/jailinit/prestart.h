@@ -22,4 +22,8 @@ const unsigned char *ji_spawn_program(int rootful, size_t *len);
 /* Fills out with the prestarted init and returns 1, once; else 0. */
 int ji_take_prestarted(struct ji_prestarted *out);
 
+/* Returns this process's end of the prestarted init's teardown helper's
+ * socket (teardown.h), once; else -1. */
+int ji_take_teardown(void);
+
 #endif

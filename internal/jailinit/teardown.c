@@ -294,7 +294,7 @@ static void __attribute__((noreturn)) helper_main(int sock, int from_go)
 	_exit(1);
 }
 
-int jt_start(struct jt_helper *out)
+int jt_start(void)
 {
 	int pair[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
@@ -309,8 +309,7 @@ int jt_start(struct jt_helper *out)
 		errno = err;
 		return -1;
 	}
-	*out = (struct jt_helper){.sock = pair[0]};
-	return 0;
+	return pair[0];
 }
 
 void jt_fork_from_init(int sock)
@@ -320,37 +319,4 @@ void jt_fork_from_init(int sock)
 	if (fork() == 0)
 		helper_main(sock, 0);
 	close(sock);
-}
-
-static int prestarted = -1;
-
-int jt_prestart_socket(void)
-{
-	int pair[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
-		return -1;
-	// With stdin, stdout or stderr closed, an end would take its number.
-	if (pair[0] <= 2 || pair[1] <= 2) {
-		close(pair[0]);
-		close(pair[1]);
-		return -1;
-	}
-	prestarted = pair[0];
-	return pair[1];
-}
-
-void jt_prestart_failed(void)
-{
-	if (prestarted >= 0)
-		close(prestarted);
-	prestarted = -1;
-}
-
-int jt_take(struct jt_helper *out)
-{
-	if (prestarted < 0)
-		return 0;
-	*out = (struct jt_helper){.sock = prestarted};
-	prestarted = -1;
-	return 1;
 }

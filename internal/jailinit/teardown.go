@@ -1,6 +1,7 @@
 package jailinit
 
 /*
+#include "prestart.h"
 #include "teardown.h"
 */
 import "C"
@@ -46,21 +47,21 @@ type TeardownJob struct {
 // binary that starts none (see prestart.c) and after the first call. Its
 // Pid says whether it started.
 func TakeTeardown() *Teardown {
-	var h C.struct_jt_helper
-	if C.jt_take(&h) == 0 {
+	sock := C.ji_take_teardown()
+	if sock < 0 {
 		return nil
 	}
-	return &Teardown{sock: os.NewFile(uintptr(h.sock), "neonbox-teardown")}
+	return &Teardown{sock: os.NewFile(uintptr(sock), "neonbox-teardown")}
 }
 
 // StartTeardown forks a helper from this process (tests: neonbox-ns's
 // init forks its own). The caller reaps it (Wait).
 func StartTeardown() (*Teardown, error) {
-	var h C.struct_jt_helper
-	if r, err := C.jt_start(&h); r != 0 {
+	sock, err := C.jt_start()
+	if sock < 0 {
 		return nil, fmt.Errorf("start teardown helper: %w", err)
 	}
-	return &Teardown{sock: os.NewFile(uintptr(h.sock), "neonbox-teardown")}, nil
+	return &Teardown{sock: os.NewFile(uintptr(sock), "neonbox-teardown")}, nil
 }
 
 // Pid returns the helper's pid, which it sends first; it waits for it.

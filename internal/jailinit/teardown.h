@@ -39,27 +39,13 @@
  * not remove everything: Go finishes the job (package nsjail). */
 #define JT_FALLBACK_NAME "neonbox-teardown"
 
-struct jt_helper {
-	int sock; /* this end of its socket; the helper sends its pid first */
-};
-
 /* Forks a helper from this process (tests). From a process that already
- * runs other threads, the child makes only system calls. 0, or -1 with
- * errno. */
-int jt_start(struct jt_helper *out);
+ * runs other threads, the child makes only system calls. This end of its
+ * socket (the helper sends its pid first), or -1 with errno. */
+int jt_start(void);
 
 /* In the init's first process: forks the helper with sock, and closes
  * sock here. */
 void jt_fork_from_init(int sock);
-
-/* In neonbox-ns's constructor (prestart.c): makes the helper's socket,
- * keeps one end and returns the other for the init (-1: none); and
- * lets go of it when the init could not be started. */
-int jt_prestart_socket(void);
-void jt_prestart_failed(void);
-
-/* Fills out with the prestarted helper's socket and returns 1, once;
- * else 0. */
-int jt_take(struct jt_helper *out);
 
 #endif

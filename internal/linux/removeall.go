@@ -45,13 +45,13 @@ func RemoveAll(path string) error {
 // the parent's listing (DT_UNKNOWN if not known).
 func removeAt(parent int, name, path string, typ uint8) error {
 	if typ != unix.DT_DIR && typ != unix.DT_UNKNOWN {
-		return unlinkAt(parent, name, path, 0)
+		return unlinkAt(parent, name, path)
 	}
 	switch err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err {
 	case nil, unix.ENOENT:
 		return nil
 	case unix.ENOTDIR:
-		return unlinkAt(parent, name, path, 0)
+		return unlinkAt(parent, name, path)
 	case unix.ENOTEMPTY, unix.EEXIST:
 	case unix.EBUSY: // on Linux: a mount point (or this process's root)
 		return fmt.Errorf("remove %s: %w", path, ErrMountPoint)
@@ -100,8 +100,8 @@ func removeAt(parent int, name, path string, typ uint8) error {
 	return &fs.PathError{Op: "rmdir", Path: path, Err: unix.ENOTEMPTY}
 }
 
-func unlinkAt(parent int, name, path string, flags int) error {
-	if err := unix.Unlinkat(parent, name, flags); err != nil && err != unix.ENOENT {
+func unlinkAt(parent int, name, path string) error {
+	if err := unix.Unlinkat(parent, name, 0); err != nil && err != unix.ENOENT {
 		return &fs.PathError{Op: "unlink", Path: path, Err: err}
 	}
 	return nil
