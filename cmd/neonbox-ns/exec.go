@@ -22,7 +22,7 @@ import (
 
 const execUsage = `Usage: neonbox-ns exec [flags] -- CMD [ARG...]
 
-Runs CMD in new user, mount, pid, net, uts and ipc namespaces, with the
+Runs CMD in new user, mount, pid, net, uts, ipc and cgroup namespaces, with the
 workspace seen through overlayfs. CMD's changes are committed to the
 workspace if it succeeds and thrown away otherwise.
 
