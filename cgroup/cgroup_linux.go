@@ -7,11 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
-	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,9 +25,6 @@ type Cgroup struct {
 	// runs are the run's directories: one on v2, one per v1 hierarchy
 	// (controllers co-mounted in one hierarchy share it).
 	runs []runDir
-
-	cg1 cgroup1.Cgroup   // v1: writes limits and adds processes
-	cg2 *cgroup2.Manager // v2: writes limits and adds processes
 
 	mu      sync.Mutex
 	fd      int // v2: the run's directory, for CLONE_INTO_CGROUP; -1 if none
@@ -112,19 +108,15 @@ func (c *Cgroup) FD() (fd int, ok bool) {
 }
 
 // Add moves the process pid (all its threads) into c: on v1 into every
-// hierarchy's cgroup.procs.
+// hierarchy's cgroup.
 func (c *Cgroup) Add(pid int) error {
 	if pid <= 0 {
 		return fmt.Errorf("add pid %d to cgroup %s: not a pid", pid, c.name)
 	}
-	var err error
-	if c.version == V2 {
-		err = c.cg2.AddProc(uint64(pid))
-	} else {
-		err = c.cg1.AddProc(uint64(pid))
-	}
-	if err != nil {
-		return fmt.Errorf("add pid %d to cgroup %s: %w", pid, c.name, err)
+	for _, r := range c.runs {
+		if err := writeFile(filepath.Join(r.dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("add pid %d to cgroup %s: %w", pid, c.name, err)
+		}
 	}
 	return nil
 }

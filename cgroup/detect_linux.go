@@ -47,12 +47,8 @@ type v2Host struct {
 
 // v1Hier is our place in one mounted v1 hierarchy.
 type v1Hier struct {
-	ctrl  string // the controller we use the hierarchy for
-	mount string // where the hierarchy is mounted
-	// root is the directory that, joined with ctrl, reaches mount: what
-	// containerd's cgroup1 controllers take (they use <root>/<ctrl>).
-	root string
-	own  v2Cg // our cgroup in this hierarchy (path and directory)
+	ctrl string // the controller we use the hierarchy for
+	own  v2Cg   // our cgroup in this hierarchy (path and directory)
 }
 
 // host is what Detect found.
@@ -249,21 +245,11 @@ func findV1(ctrl string, mounts []mountInfo, paths map[string]string) (v1Hier, e
 			lastErr = err
 			continue
 		}
-		// containerd's cgroup1 controllers address <root>/<ctrl>: make
-		// sure that is this mount (directly, or a symlink such as
-		// cpu -> cpu,cpuacct).
-		root := filepath.Dir(m.mountpoint)
-		want, err1 := os.Stat(m.mountpoint)
-		got, err2 := os.Stat(filepath.Join(root, ctrl))
-		if err := errors.Join(err1, err2); err != nil || !os.SameFile(want, got) {
-			lastErr = fmt.Errorf("v1 %s hierarchy is mounted at %s but %s does not lead there", ctrl, m.mountpoint, filepath.Join(root, ctrl))
-			continue
-		}
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			lastErr = fmt.Errorf("our v1 %s cgroup %s is not a directory", ctrl, dir)
 			continue
 		}
-		return v1Hier{ctrl: ctrl, mount: m.mountpoint, root: root, own: v2Cg{path: own, dir: dir}}, nil
+		return v1Hier{ctrl: ctrl, own: v2Cg{path: own, dir: dir}}, nil
 	}
 	if lastErr != nil {
 		return v1Hier{}, lastErr

@@ -93,31 +93,24 @@ func TestDetectExplainsItself(t *testing.T) {
 	}
 }
 
-// findV1 takes a v1 mount only if <root>/<ctrl>, where containerd's
-// cgroup1 package looks, leads to it: directly or through a symlink
-// such as cpu -> cpu,cpuacct. (It pins the verdicts, however they are
-// reached.)
-func TestFindV1ChecksWhereTheControllerLeads(t *testing.T) {
-	layout := func(t *testing.T, link bool) []mountInfo {
-		root := t.TempDir()
-		mp := filepath.Join(root, "cpu,cpuacct")
-		require.NoError(t, os.MkdirAll(filepath.Join(mp, "own"), 0o755))
-		if link {
-			require.NoError(t, os.Symlink("cpu,cpuacct", filepath.Join(root, "cpu")))
-		} else {
-			require.NoError(t, os.Mkdir(filepath.Join(root, "cpu"), 0o755))
-		}
-		return []mountInfo{{root: "/", mountpoint: mp, fstype: "cgroup", superOpts: []string{"rw", "cpu", "cpuacct"}}}
-	}
-	paths := map[string]string{"cpu": "/own", "cpuacct": "/own"}
+// findV1 takes a v1 hierarchy where it is mounted, whatever the
+// directory above the mount holds (no cpu -> cpu,cpuacct symlink here),
+// and only if our cgroup in it is a directory.
+func TestFindV1TakesTheHierarchyWhereItIsMounted(t *testing.T) {
+	root := t.TempDir()
+	mp := filepath.Join(root, "cpu,cpuacct")
+	require.NoError(t, os.MkdirAll(filepath.Join(mp, "own"), 0o755))
+	mounts := []mountInfo{{root: "/", mountpoint: mp, fstype: "cgroup", superOpts: []string{"rw", "cpu", "cpuacct"}}}
 
-	mounts := layout(t, true)
-	h, err := findV1("cpu", mounts, paths)
+	h, err := findV1("cpu", mounts, map[string]string{"cpu": "/own", "cpuacct": "/own"})
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(mounts[0].mountpoint, "own"), h.own.dir)
+	assert.Equal(t, filepath.Join(mp, "own"), h.own.dir)
+	assert.Equal(t, "/own", h.own.path)
 
-	_, err = findV1("cpu", layout(t, false), paths)
-	require.ErrorContains(t, err, "does not lead there")
+	_, err = findV1("cpu", mounts, map[string]string{"cpu": "/gone", "cpuacct": "/gone"})
+	require.ErrorContains(t, err, "is not a directory")
+	_, err = findV1("pids", mounts, map[string]string{"pids": "/own"})
+	require.ErrorContains(t, err, "no v1 pids hierarchy is mounted")
 }
 
 // A process that exits between the open of /proc/<pid>/cgroup and its

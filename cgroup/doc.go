@@ -47,11 +47,16 @@
 // memory.memsw.* files exist the memsw limit is set equal to the memory
 // limit.
 //
-// Limits are written, and v1 processes added, through
-// github.com/containerd/cgroups/v3; directories are created and removed,
-// statistics read and cgroup.kill written here, because the package must
-// create a cgroup exclusively (a leftover of the same name is an error, not
-// reused), remove it with rmdir only, and never touch cgroups above its own
-// (containerd's cgroup2.NewManager writes cgroup.subtree_control up to the
-// mount's root, and both managers delete with os.RemoveAll).
+// The package writes the limit files itself (memory.max, memory.swap.max,
+// cpu.max and pids.max; on v1 memory.limit_in_bytes,
+// memory.memsw.limit_in_bytes, cpu.cfs_period_us, cpu.cfs_quota_us and
+// pids.max) and reads /proc/<pid>/cgroup with
+// github.com/containerd/cgroups/v3. It does not use that module's cgroup1
+// and cgroup2 managers: what they link (protobuf, cilium/ebpf, godbus)
+// is half of neonbox-ns's binary and about 0.5 ms of every start of it,
+// for a handful of writes; and they do not fit: the package must create a
+// cgroup exclusively (a leftover of the same name is an error, not
+// reused), remove it with rmdir only, and never touch cgroups above its
+// own (containerd's cgroup2.NewManager writes cgroup.subtree_control up to
+// the mount's root, and both managers delete with os.RemoveAll).
 package cgroup

@@ -3,18 +3,17 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/containerd/cgroups/v3/cgroup1"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // newV1 creates the run's directory in each v1 hierarchy of hiers and
-// applies l through containerd's cgroup1. why says why v2 is not used.
+// writes l into them (applyV1). why says why v2 is not used.
 func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why string) (*Cgroup, error) {
 	for _, need := range []struct {
 		ctrl, limit string
@@ -30,10 +29,6 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 	}
 
 	c := &Cgroup{version: V1, name: name, limits: l, fd: -1}
-	// relPath is each controller's run cgroup relative to its mount, as
-	// containerd's cgroup1 addresses it.
-	relPath := map[string]string{}
-	var subsystems []cgroup1.Subsystem
 	byDir := map[string]int{} // co-mounted controllers share one directory
 	for _, ctrl := range v1Controllers {
 		h, ok := hiers[ctrl]
@@ -41,19 +36,6 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 			continue
 		}
 		dir := filepath.Join(h.own.dir, runsDir, name)
-		relPath[ctrl] = "/" + strings.TrimPrefix(strings.TrimPrefix(dir, h.mount), "/")
-		switch ctrl {
-		case "memory":
-			subsystems = append(subsystems, cgroup1.NewMemory(h.root))
-		case "cpu":
-			subsystems = append(subsystems, cgroup1.NewCpu(h.root))
-		case "cpuacct":
-			subsystems = append(subsystems, cgroup1.NewCpuacct(h.root))
-		case "pids":
-			subsystems = append(subsystems, cgroup1.NewPids(h.root))
-		case "freezer":
-			subsystems = append(subsystems, cgroup1.NewFreezer(h.root))
-		}
 		if i, ok := byDir[dir]; ok {
 			c.runs[i].ctrls = append(c.runs[i].ctrls, ctrl)
 			continue
@@ -82,38 +64,9 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 		made = append(made, r)
 	}
 
-	res := &specs.LinuxResources{}
-	if l.MemoryBytes > 0 {
-		m := l.MemoryBytes
-		res.Memory = &specs.LinuxMemory{Limit: &m}
-		// With swap accounting, memory+swap gets the same limit, so that
-		// the run cannot swap its way past the memory limit.
-		if exists(filepath.Join(c.dir("memory"), "memory.memsw.limit_in_bytes")) {
-			res.Memory.Swap = &m
-		}
-	}
-	if quota > 0 {
-		period := uint64(cfsPeriod)
-		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
-	}
-	if l.Pids > 0 {
-		n := l.Pids
-		res.Pids = &specs.LinuxPids{Limit: &n}
-	}
-	cg, err := cgroup1.New(
-		func(n cgroup1.Name) (string, error) {
-			if p, ok := relPath[string(n)]; ok {
-				return p, nil
-			}
-			return "", cgroup1.ErrControllerNotActive
-		},
-		res,
-		cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subsystems, nil }),
-	)
-	if err != nil {
+	if err := c.applyV1(quota); err != nil {
 		return fail(fmt.Errorf("apply limits %+v: %w", l, err))
 	}
-	c.cg1 = cg
 	if l.MemoryBytes > 0 {
 		m, _, err := readValue(filepath.Join(c.dir("memory"), "memory.limit_in_bytes"))
 		if err != nil {
@@ -125,6 +78,41 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 		c.limits.CPUs = float64(quota) / cfsPeriod
 	}
 	return c, nil
+}
+
+// applyV1 writes c's limits into its v1 directories, memory's before
+// memsw's (the kernel refuses a memory+swap limit below the memory
+// limit) and the CFS period before the quota.
+func (c *Cgroup) applyV1(quota int64) error {
+	l := c.limits
+	if l.MemoryBytes > 0 {
+		dir := c.dir("memory")
+		m := strconv.FormatInt(l.MemoryBytes, 10)
+		if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), m); err != nil {
+			return err
+		}
+		// With swap accounting, memory+swap gets the same limit, so that
+		// the run cannot swap its way past the memory limit.
+		err := writeFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), m)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if quota > 0 {
+		dir := c.dir("cpu")
+		if err := writeFile(filepath.Join(dir, "cpu.cfs_period_us"), strconv.Itoa(cfsPeriod)); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10)); err != nil {
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		if err := writeFile(filepath.Join(c.dir("pids"), "pids.max"), strconv.FormatInt(l.Pids, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dir returns the run's directory in the v1 hierarchy of ctrl, "" if the

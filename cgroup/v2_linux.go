@@ -12,13 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 )
 
 // newV2 creates <our cgroup>/neonbox/<name> on the cgroup2 mount of h,
-// enabling the controllers l needs on the way, and applies l through
-// containerd's cgroup2.
+// enabling the controllers l needs on the way, and writes l into it.
 func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 	var need []string
 	if l.MemoryBytes > 0 {
@@ -58,31 +56,10 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 		}
 		return nil, errors.Join(err, rmdirTree(dir), rmdirShared(parent))
 	}
-	group := "/" + strings.TrimPrefix(strings.TrimPrefix(dir, h.mount), "/")
-	mgr, err := cgroup2.Load(group, cgroup2.WithMountpoint(h.mount))
-	if err != nil {
-		return fail(err)
-	}
-	c.cg2 = mgr
-	res := &cgroup2.Resources{}
-	if l.MemoryBytes > 0 {
-		m := l.MemoryBytes
-		res.Memory = &cgroup2.Memory{Max: &m}
-		// No swap, so that a memory limit is a limit.
-		if exists(filepath.Join(dir, "memory.swap.max")) {
-			zero := int64(0)
-			res.Memory.Swap = &zero
-		}
-	}
 	if quota > 0 {
-		period := uint64(cfsPeriod)
-		res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}
 		c.limits.CPUs = float64(quota) / cfsPeriod
 	}
-	if l.Pids > 0 {
-		res.Pids = &cgroup2.Pids{Max: l.Pids}
-	}
-	if err := mgr.Update(res); err != nil {
+	if err := applyV2(dir, l, quota); err != nil {
 		return fail(fmt.Errorf("apply limits %+v: %w", l, err))
 	}
 	if l.MemoryBytes > 0 {
@@ -98,6 +75,31 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 	}
 	c.fd = fd
 	return c, nil
+}
+
+// applyV2 writes l into the v2 cgroup dir.
+func applyV2(dir string, l Limits, quota int64) error {
+	if l.MemoryBytes > 0 {
+		if err := writeFile(filepath.Join(dir, "memory.max"), strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+			return err
+		}
+		// No swap, so that a memory limit is a limit.
+		err := writeFile(filepath.Join(dir, "memory.swap.max"), "0")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if quota > 0 {
+		if err := writeFile(filepath.Join(dir, "cpu.max"), fmt.Sprintf("%d %d", quota, cfsPeriod)); err != nil {
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(l.Pids, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // delegate makes sure the controllers in need reach the children of our
