@@ -8,7 +8,6 @@ package nsjail
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -681,7 +680,7 @@ func (j *jail) readMessage() (m childMessage, eof bool, se *StepError) {
 	if err != nil {
 		return m, false, stepError("sync", err)
 	}
-	if err := json.Unmarshal(buf[:n], &m); err != nil {
+	if err := decodeMessage(buf[:n], &m); err != nil {
 		return m, false, stepError("sync", fmt.Errorf("bad message from init: %w", err))
 	}
 	if m.Error != nil {
