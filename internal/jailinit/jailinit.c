@@ -931,11 +931,43 @@ static void mark_all_cloexec(void)
 	closedir(d);
 }
 
-// glibc passes argc, argv and envp to constructors (musl does not: this
-// init needs glibc, which neonbox-ns links against for libseccomp).
+int ji_args(int argc, char **argv, char ***out)
+{
+#ifdef __GLIBC__
+	*out = argv;
+	return argc;
+#else
+	static char buf[4096];
+	static char *args[JI_ARGS_MAX + 1];
+	static int n = -1;
+	(void)argc;
+	(void)argv;
+	if (n < 0) {
+		n = 0;
+		int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+		ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		for (char *q = buf; len > 0 && q < buf + len && n < JI_ARGS_MAX; q += strlen(q) + 1)
+			args[n++] = q; // buf is zeroed, and read leaves its last byte alone
+	}
+	*out = args;
+	return n;
+#endif
+}
+
+// The arguments are glibc's, or ji_args reads them (musl).
 __attribute__((constructor)) static void neonbox_init(int argc, char **argv, char **envp)
 {
 	(void)envp;
+#ifndef __GLIBC__
+	// The init starts with an empty environment: anything else is no
+	// init, without a read of /proc/self/cmdline.
+	extern char **environ;
+	if (environ && environ[0])
+		return;
+#endif
+	argc = ji_args(argc, argv, &argv);
 	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], JI_NAME) != 0)
 		return;
 	mark("started");

@@ -80,4 +80,13 @@ enum ji_code {
 /* The longest message the init sends. */
 #define JI_MAX_REPORT 16384
 
+/*
+ * ji_args gives a constructor the process's arguments, argc and argv as
+ * glibc passes them to constructors. musl passes none: under musl they
+ * are read from /proc/self/cmdline, as far as JI_ARGS_MAX arguments in
+ * 4 KiB (the constructors look at the first two).
+ */
+#define JI_ARGS_MAX 8
+int ji_args(int argc, char **argv, char ***out);
+
 #endif

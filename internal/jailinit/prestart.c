@@ -63,7 +63,10 @@ int ji_take_prestarted(struct ji_prestarted *out)
 static int wanted(int argc, char **argv)
 {
 	struct statfs fs;
-	if (!neonbox_prestart_cmd || argc < 2 || !argv[1] || strcmp(argv[1], neonbox_prestart_cmd) != 0)
+	if (!neonbox_prestart_cmd)
+		return 0;
+	argc = ji_args(argc, argv, &argv);
+	if (argc < 2 || !argv[1] || strcmp(argv[1], neonbox_prestart_cmd) != 0)
 		return 0;
 	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC;
 }
@@ -201,7 +204,7 @@ static void prestart_init(void)
 	};
 }
 
-// glibc passes argc, argv and envp to constructors.
+// The arguments are glibc's, or wanted has ji_args read them (musl).
 __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
 {
 	(void)envp;
