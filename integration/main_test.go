@@ -16,7 +16,8 @@ import (
 	"github.com/neonbox/neonbox-ns/reexec"
 )
 
-// binary is the neonbox-ns built for this test run.
+// binary is the neonbox-ns under test: NEONBOX_BIN, or one built for
+// this run.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -28,10 +29,18 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "neonbox-ns")
-	out, err := exec.Command("go", "build", "-o", binary, "../cmd/neonbox-ns").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build neonbox-ns: %v\n%s", err, out)
+	// make test runs the binary it ships (the static musl build);
+	// otherwise one is built here.
+	binary = os.Getenv("NEONBOX_BIN")
+	if binary == "" {
+		binary = filepath.Join(dir, "neonbox-ns")
+		out, err := exec.Command("go", "build", "-o", binary, "../cmd/neonbox-ns").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build neonbox-ns: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	} else if !filepath.IsAbs(binary) {
+		fmt.Fprintf(os.Stderr, "NEONBOX_BIN=%s: want an absolute path\n", binary)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -7,7 +7,9 @@ set -euo pipefail
 GO_MIN=${NEONBOX_GO_MIN:-1.26}         # go.mod's go line
 GO_ROOT=${NEONBOX_GO_ROOT:-/usr/local/go}
 GO_BOOTSTRAP=1.26.8          # fetched when no Go >= GO_MIN is installed
-PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev python3 util-linux diffutils bubblewrap git)
+# musl-tools, gperf and dpkg-dev: the static musl build of bin/neonbox-ns
+# and of libseccomp for it (scripts/musl-seccomp.sh).
+PACKAGES=(gcc libc6-dev make pkg-config libseccomp-dev musl-tools gperf dpkg-dev python3 util-linux diffutils bubblewrap git)
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "install-deps: run as root (apt-get and /usr/local need it)" >&2
