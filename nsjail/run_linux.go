@@ -45,7 +45,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	id := newRunID()
 	log := o.Logger.With("run", id)
 	// In `neonbox-ns exec`, a helper forked before the Go runtime
-	// removes the run's cgroup and run dir after neonbox-ns has exited.
+	// removes the run's cgroup and run dir after neonbox-ns has exited
+	// (td's socket is never closed here: its end at this process's exit
+	// starts the helper).
 	// Not for a --disk run dir, a mount of its own.
 	td := jailinit.TakeTeardown() // once per process
 	if td != nil && o.DiskBytes > 0 {

@@ -82,14 +82,15 @@ func (t *Teardown) Pid() (int, error) {
 	return t.pid, nil
 }
 
-// Hand gives the helper its job and lets go of it. Once Hand has
-// returned nil the helper owns what the job names, MountNS included,
-// which Hand has closed (before the socket: the helper lets go of its
-// own only at the socket's end, so that the last reference, and the
-// unmount, are the helper's); on an error nothing was handed over (the
-// helper exits) and the caller cleans up itself, MountNS still open.
+// Hand gives the helper its job. Once Hand has returned nil the helper
+// owns what the job names, MountNS included, which Hand has closed; the
+// helper does the job once the socket ends, at Close or this process's
+// exit (neonbox-ns exec exits right after: its exit then has both CPUs,
+// not one shared with the cleanup), and lets go of its own MountNS only
+// then, so that the last reference, and the unmount, are the helper's.
+// On an error nothing was handed over, MountNS is still open, and the
+// caller cleans up itself and calls Close (the helper exits).
 func (t *Teardown) Hand(job TeardownJob) error {
-	defer t.sock.Close()
 	var b strings.Builder
 	b.WriteString(C.JT_MAGIC + "\x00")
 	add := func(op, path string) error {
@@ -128,7 +129,8 @@ func (t *Teardown) Hand(job TeardownJob) error {
 	return nil
 }
 
-// Close lets go of the helper without a job: it exits.
+// Close lets go of the helper: it does the job Hand gave it, or exits
+// without one.
 func (t *Teardown) Close() error { return t.sock.Close() }
 
 // Wait reaps a helper from StartTeardown (tests) and reports whether it

@@ -50,6 +50,11 @@ func TestTeardownRemovesItsJob(t *testing.T) {
 	runDir, cg, shared, outside := fakeRun(t)
 	h := startTeardown(t)
 	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
+	// The job waits for the socket's end (neonbox-ns's exit).
+	time.Sleep(50 * time.Millisecond)
+	assert.DirExists(t, runDir, "the helper started before Close")
+	assert.DirExists(t, cg, "the helper started before Close")
+	require.NoError(t, h.Close())
 	ok, err := h.Wait()
 	require.NoError(t, err)
 	assert.True(t, ok, "the helper did its whole job")
@@ -77,6 +82,7 @@ func TestTeardownTakesTheMountNamespace(t *testing.T) {
 	h := startTeardown(t)
 	pid, _ := h.Pid()
 	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir, MountNS: ns}))
+	require.NoError(t, h.Close())
 	_, err = ns.Stat()
 	assert.ErrorIs(t, err, os.ErrClosed, "Hand closed the caller's descriptor")
 	// Once the helper sleeps between its retries of the busy cgroup, it
@@ -104,6 +110,7 @@ func TestTeardownKeepsTheOwnerOfWhatStays(t *testing.T) {
 		require.NoError(t, os.Mkdir(filepath.Join(cg, "child"), 0o755)) // rmdir: ENOTEMPTY
 		h := startTeardown(t)
 		require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
+		require.NoError(t, h.Close())
 		ok, err := h.Wait()
 		require.NoError(t, err)
 		assert.False(t, ok)
@@ -120,6 +127,7 @@ func TestTeardownKeepsTheOwnerOfWhatStays(t *testing.T) {
 		t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 		h := startTeardown(t)
 		require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
+		require.NoError(t, h.Close())
 		ok, err := h.Wait()
 		require.NoError(t, err)
 		assert.False(t, ok)
@@ -155,6 +163,7 @@ func TestTeardownHoldsNoDescriptorOfItsParent(t *testing.T) {
 	h := startTeardown(t) // forked while w is open
 	w.Close()
 	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir}))
+	require.NoError(t, h.Close())
 	pid, _ := h.Pid()
 	waitSleeping(t, pid) // at work: retrying the busy cgroup
 	require.NoError(t, r.SetReadDeadline(time.Now().Add(time.Millisecond)))
