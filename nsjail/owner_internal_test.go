@@ -44,6 +44,23 @@ func TestOwnerAliveWhileAnyOwnerLives(t *testing.T) {
 	assert.True(t, ownerAlive("not an owner"), "an unreadable owner is not taken for gone")
 }
 
+// A run dir is abandoned when its owners died and left the owner file.
+// One whose owner file went after it was read (its last owner's cleanup,
+// racing a sweep) is not, nor is one whose file names an owner alive now
+// that the first read missed (neonbox-ns adds its helper, then exits).
+func TestAbandonedRereadsTheOwnerFile(t *testing.T) {
+	d := runDir{path: t.TempDir()}
+	dead := strconv.Itoa(os.Getpid()) + " 1" // a pid reused: gone
+	owner := filepath.Join(d.path, "owner")
+	require.NoError(t, os.WriteFile(owner, []byte(dead), 0o600))
+	assert.True(t, abandoned(d, dead))
+	assert.False(t, abandoned(d, dead+"\n"+selfIdentity()), "an owner lives")
+	require.NoError(t, os.WriteFile(owner, []byte(dead+"\n"+selfIdentity()), 0o600))
+	assert.False(t, abandoned(d, dead), "an owner was added since the first read")
+	require.NoError(t, os.Remove(owner))
+	assert.False(t, abandoned(d, dead), "the owner file went since it was read")
+}
+
 // The teardown helper becomes an owner by an append to the owner file.
 func TestAddOwner(t *testing.T) {
 	d := runDir{path: t.TempDir()}

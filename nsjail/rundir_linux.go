@@ -287,7 +287,7 @@ func sweepAbandoned(stateDir string) []string {
 		case err != nil:
 			continue // not ours to read
 		default:
-			if ownerAlive(string(owner)) {
+			if !abandoned(d, string(owner)) {
 				continue
 			}
 		}
@@ -321,6 +321,20 @@ func (d runDir) addOwner(identity string) error {
 		return &fs.PathError{Op: "write", Path: filepath.Join(d.path, "owner"), Err: cmp.Or(err, error(unix.EIO))}
 	}
 	return nil
+}
+
+// abandoned reports whether the run dir d, whose owner file read owner,
+// was left by owners that died: none of them is alive, and neither is
+// any the file names when read again now. An owner may have added one
+// (neonbox-ns adds its teardown helper) between the first read and its
+// death; owners remove the file before they exit, so one gone by now
+// was the last owner's cleanup, not an abandoned run.
+func abandoned(d runDir, owner string) bool {
+	if ownerAlive(owner) {
+		return false
+	}
+	now, err := os.ReadFile(filepath.Join(d.path, "owner"))
+	return err == nil && !ownerAlive(string(now))
 }
 
 // ownerAlive reports whether any process named in an owner file (a line
