@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,6 +30,11 @@ type Cgroup struct {
 	mu      sync.Mutex
 	fd      int // v2: the run's directory, for CLONE_INTO_CGROUP; -1 if none
 	deleted bool
+
+	// stats are the files Stats reads, by path, opened by New: reading
+	// them at a run's end is then a pread each, not a path lookup in
+	// cgroupfs (0.1-0.15 ms for the five of a v1 run).
+	stats map[string]*os.File
 }
 
 // runDir is the run's cgroup in one hierarchy.
@@ -207,6 +213,7 @@ func (c *Cgroup) Delete() error {
 		}
 		c.fd = -1
 	}
+	c.closeStats()
 	if !c.rmdirEmpty() {
 		if pids, err := c.procs(); err != nil {
 			errs = append(errs, fmt.Errorf("delete cgroup %s: %w", c.name, err))
@@ -251,7 +258,75 @@ func (c *Cgroup) Disown() {
 		unix.Close(c.fd)
 		c.fd = -1
 	}
+	c.closeStats()
 	c.deleted = true
+}
+
+// openStats opens the files of paths that exist, for Stats.
+func (c *Cgroup) openStats(paths ...string) {
+	c.stats = make(map[string]*os.File, len(paths))
+	for _, p := range paths {
+		if f, err := os.Open(p); err == nil {
+			c.stats[p] = f
+		}
+	}
+}
+
+func (c *Cgroup) closeStats() {
+	for _, f := range c.stats {
+		f.Close()
+	}
+	c.stats = nil
+}
+
+// readStat reads the cgroup file path: through its descriptor from New
+// if it has one, else by name (nil and no error if it does not exist).
+func (c *Cgroup) readStat(path string) ([]byte, error) {
+	c.mu.Lock()
+	f := c.stats[path]
+	c.mu.Unlock()
+	if f == nil {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return b, err
+	}
+	buf := make([]byte, 4096)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if n == len(buf) {
+		return os.ReadFile(path) // longer than expected: read it whole
+	}
+	return buf[:n], nil
+}
+
+// statValue reads a single-value file of c's (0 if it does not exist).
+func (c *Cgroup) statValue(path string) (int64, error) {
+	b, err := c.readStat(path)
+	if err != nil || b == nil {
+		return 0, err
+	}
+	v, err := parseValue(string(b))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return v, nil
+}
+
+// statKeyed reads a flat keyed file of c's (empty if it does not exist).
+func (c *Cgroup) statKeyed(path string) (map[string]int64, error) {
+	b, err := c.readStat(path)
+	if err != nil || b == nil {
+		return map[string]int64{}, err
+	}
+	m, err := parseKeyed(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return m, nil
 }
 
 // rmdirEmpty tries one rmdir per directory of c, which is all it takes

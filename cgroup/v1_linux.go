@@ -77,6 +77,7 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 	if quota > 0 {
 		c.limits.CPUs = float64(quota) / cfsPeriod
 	}
+	c.openStats(c.statsFilesV1()...)
 	return c, nil
 }
 
@@ -128,28 +129,45 @@ func (c *Cgroup) dir(ctrl string) string {
 	return ""
 }
 
-func (c *Cgroup) statsV1(s *Stats) error {
+// statsFilesV1 are the files statsV1 reads.
+func (c *Cgroup) statsFilesV1() []string {
+	var paths []string
 	if d := c.dir("memory"); d != "" {
-		v, _, err := readValue(filepath.Join(d, "memory.max_usage_in_bytes"))
-		if err != nil {
+		paths = append(paths, filepath.Join(d, "memory.max_usage_in_bytes"), filepath.Join(d, "memory.oom_control"))
+	}
+	if d := c.dir("cpuacct"); d != "" {
+		paths = append(paths, filepath.Join(d, "cpuacct.usage"))
+	}
+	if d := c.dir("cpu"); d != "" {
+		paths = append(paths, filepath.Join(d, "cpu.stat"))
+	}
+	if d := c.dir("pids"); d != "" {
+		paths = append(paths, filepath.Join(d, "pids.peak"))
+	}
+	return paths
+}
+
+func (c *Cgroup) statsV1(s *Stats) error {
+	var err error
+	if d := c.dir("memory"); d != "" {
+		if s.PeakMemoryBytes, err = c.statValue(filepath.Join(d, "memory.max_usage_in_bytes")); err != nil {
 			return err
 		}
-		s.PeakMemoryBytes = v
-		oom, err := readKeyed(filepath.Join(d, "memory.oom_control"))
+		oom, err := c.statKeyed(filepath.Join(d, "memory.oom_control"))
 		if err != nil {
 			return err
 		}
 		s.OOMKills = oom["oom_kill"]
 	}
 	if d := c.dir("cpuacct"); d != "" {
-		v, _, err := readValue(filepath.Join(d, "cpuacct.usage"))
+		v, err := c.statValue(filepath.Join(d, "cpuacct.usage"))
 		if err != nil {
 			return err
 		}
 		s.CPUUsage = time.Duration(v) // nanoseconds
 	}
 	if d := c.dir("cpu"); d != "" {
-		st, err := readKeyed(filepath.Join(d, "cpu.stat"))
+		st, err := c.statKeyed(filepath.Join(d, "cpu.stat"))
 		if err != nil {
 			return err
 		}
@@ -157,11 +175,9 @@ func (c *Cgroup) statsV1(s *Stats) error {
 		s.ThrottledTime = time.Duration(st["throttled_time"]) // nanoseconds
 	}
 	if d := c.dir("pids"); d != "" {
-		v, _, err := readValue(filepath.Join(d, "pids.peak"))
-		if err != nil {
+		if s.PidsPeak, err = c.statValue(filepath.Join(d, "pids.peak")); err != nil {
 			return err
 		}
-		s.PidsPeak = v
 	}
 	return nil
 }

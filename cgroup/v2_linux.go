@@ -74,6 +74,7 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 		return fail(&fs.PathError{Op: "open", Path: dir, Err: err})
 	}
 	c.fd = fd
+	c.openStats(c.statsFilesV2()...)
 	return c, nil
 }
 
@@ -217,30 +218,33 @@ func missing(want []string, have map[string]bool) []string {
 	return slices.DeleteFunc(slices.Clone(want), func(c string) bool { return have[c] })
 }
 
+// statsFilesV2 are the files statsV2 reads.
+func (c *Cgroup) statsFilesV2() []string {
+	dir := c.runs[0].dir
+	return []string{filepath.Join(dir, "memory.peak"), filepath.Join(dir, "memory.events"), filepath.Join(dir, "cpu.stat"), filepath.Join(dir, "pids.peak")}
+}
+
 func (c *Cgroup) statsV2(s *Stats) error {
 	dir := c.runs[0].dir
-	v, _, err := readValue(filepath.Join(dir, "memory.peak"))
-	if err != nil {
+	var err error
+	if s.PeakMemoryBytes, err = c.statValue(filepath.Join(dir, "memory.peak")); err != nil {
 		return err
 	}
-	s.PeakMemoryBytes = v
-	ev, err := readKeyed(filepath.Join(dir, "memory.events"))
+	ev, err := c.statKeyed(filepath.Join(dir, "memory.events"))
 	if err != nil {
 		return err
 	}
 	s.OOMKills = ev["oom_kill"]
-	st, err := readKeyed(filepath.Join(dir, "cpu.stat"))
+	st, err := c.statKeyed(filepath.Join(dir, "cpu.stat"))
 	if err != nil {
 		return err
 	}
 	s.CPUUsage = time.Duration(st["usage_usec"]) * time.Microsecond
 	s.NrThrottled = st["nr_throttled"]
 	s.ThrottledTime = time.Duration(st["throttled_usec"]) * time.Microsecond
-	v, _, err = readValue(filepath.Join(dir, "pids.peak"))
-	if err != nil {
+	if s.PidsPeak, err = c.statValue(filepath.Join(dir, "pids.peak")); err != nil {
 		return err
 	}
-	s.PidsPeak = v
 	return nil
 }
 
