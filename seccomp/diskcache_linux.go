@@ -17,7 +17,7 @@ import (
 
 // cacheFormat changes when what a cached file holds, or how its key is
 // made, changes.
-const cacheFormat = "neonbox-seccomp-bpf-2"
+const cacheFormat = "neonbox-seccomp-bpf-3"
 
 // CompileIn is Compile with a cache on disk in dir: a program compiled
 // by an earlier process for the same profile, libseccomp version and
