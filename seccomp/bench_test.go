@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/reexec"
@@ -24,6 +25,32 @@ func init() {
 			if err := Load(prog.BPF); err != nil {
 				os.Exit(4)
 			}
+		}
+		os.Exit(0)
+	})
+}
+
+func init() {
+	// A child under a profile whose rules all repeat its default (allow):
+	// compiled with no rule at all, which must still allow.
+	reexec.Register("seccomp-no-rules-child", func() {
+		p := &specs.LinuxSeccomp{
+			DefaultAction: specs.ActAllow,
+			Architectures: []specs.Arch{nativeArch()},
+			Syscalls:      []specs.LinuxSyscall{{Names: []string{"getppid", "write", "exit_group"}, Action: specs.ActAllow}},
+		}
+		prog, err := Compile(p)
+		if err != nil {
+			os.Exit(2)
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			os.Exit(3)
+		}
+		if err := Load(prog.BPF); err != nil {
+			os.Exit(4)
+		}
+		if unix.Getppid() <= 0 {
+			os.Exit(5)
 		}
 		os.Exit(0)
 	})
@@ -88,6 +115,16 @@ func BenchmarkChild(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A filter without rules keeps its default action (libseccomp before
+// 2.5.4 dropped it from a binary tree without rules: every call was
+// killed).
+func TestFilterWithoutRulesAllows(t *testing.T) {
+	cmd := reexec.Command("seccomp-no-rules-child")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
 	}
 }
 
