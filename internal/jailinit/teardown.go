@@ -21,7 +21,9 @@ import (
 // the cleanup. It takes one job; it exits at once if its socket closes
 // without one (neonbox-ns ended first).
 type Teardown struct {
-	sock *os.File
+	// sock is a raw descriptor, not an os.File, whose finalizer could
+	// close it, and start the helper, before this process exits.
+	sock int
 	pid  int
 }
 
@@ -51,7 +53,7 @@ func TakeTeardown() *Teardown {
 	if sock < 0 {
 		return nil
 	}
-	return &Teardown{sock: os.NewFile(uintptr(sock), "neonbox-teardown")}
+	return &Teardown{sock: int(sock)}
 }
 
 // StartTeardown forks a helper from this process (tests: neonbox-ns's
@@ -61,7 +63,7 @@ func StartTeardown() (*Teardown, error) {
 	if sock < 0 {
 		return nil, fmt.Errorf("start teardown helper: %w", err)
 	}
-	return &Teardown{sock: os.NewFile(uintptr(sock), "neonbox-teardown")}, nil
+	return &Teardown{sock: int(sock)}, nil
 }
 
 // Pid returns the helper's pid, which it sends first; it waits for it.
@@ -70,13 +72,19 @@ func (t *Teardown) Pid() (int, error) {
 	if t.pid > 0 {
 		return t.pid, nil
 	}
+	if t.sock < 0 {
+		return 0, errors.New("teardown helper: closed")
+	}
 	var b [4]byte
-	n, err := t.sock.Read(b[:])
+	n, err := syscall.Read(t.sock, b[:])
+	for err == syscall.EINTR {
+		n, err = syscall.Read(t.sock, b[:])
+	}
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("a message of %d bytes", n)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("teardown helper: read its pid: %w", err)
+		return 0, fmt.Errorf("teardown helper: read its pid: %w", os.NewSyscallError("read", err))
 	}
 	t.pid = int(int32(binary.NativeEndian.Uint32(b[:])))
 	return t.pid, nil
@@ -120,7 +128,10 @@ func (t *Teardown) Hand(job TeardownJob) error {
 	if job.MountNS != nil {
 		rights = syscall.UnixRights(int(job.MountNS.Fd()))
 	}
-	if err := syscall.Sendmsg(int(t.sock.Fd()), []byte(b.String()), rights, nil, syscall.MSG_NOSIGNAL); err != nil {
+	if t.sock < 0 {
+		return errors.New("teardown helper: closed")
+	}
+	if err := syscall.Sendmsg(t.sock, []byte(b.String()), rights, nil, syscall.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("teardown helper: %w", os.NewSyscallError("sendmsg", err))
 	}
 	if job.MountNS != nil {
@@ -131,7 +142,17 @@ func (t *Teardown) Hand(job TeardownJob) error {
 
 // Close lets go of the helper: it does the job Hand gave it, or exits
 // without one.
-func (t *Teardown) Close() error { return t.sock.Close() }
+func (t *Teardown) Close() error {
+	if t.sock < 0 {
+		return nil
+	}
+	err := syscall.Close(t.sock)
+	t.sock = -1
+	if err != nil {
+		return os.NewSyscallError("close", err)
+	}
+	return nil
+}
 
 // Wait reaps a helper from StartTeardown (tests) and reports whether it
 // did all of its job.
