@@ -931,17 +931,12 @@ static void mark_all_cloexec(void)
 	closedir(d);
 }
 
-int ji_args(int argc, char **argv, char ***out)
+#ifndef __GLIBC__
+int ji_args(char ***out)
 {
-#ifdef __GLIBC__
-	*out = argv;
-	return argc;
-#else
 	static char buf[4096];
 	static char *args[JI_ARGS_MAX + 1];
 	static int n = -1;
-	(void)argc;
-	(void)argv;
 	if (n < 0) {
 		n = 0;
 		int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -953,21 +948,26 @@ int ji_args(int argc, char **argv, char ***out)
 	}
 	*out = args;
 	return n;
-#endif
 }
+#endif
 
-// The arguments are glibc's, or ji_args reads them (musl).
+// glibc passes argc, argv and envp to constructors; under musl, ji_args
+// reads them.
+#ifdef __GLIBC__
 __attribute__((constructor)) static void neonbox_init(int argc, char **argv, char **envp)
 {
 	(void)envp;
-#ifndef __GLIBC__
+#else
+__attribute__((constructor)) static void neonbox_init(void)
+{
 	// The init starts with an empty environment: anything else is no
 	// init, without a read of /proc/self/cmdline.
 	extern char **environ;
 	if (environ && environ[0])
 		return;
+	char **argv;
+	int argc = ji_args(&argv);
 #endif
-	argc = ji_args(argc, argv, &argv);
 	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], JI_NAME) != 0)
 		return;
 	mark("started");

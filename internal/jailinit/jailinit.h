@@ -81,12 +81,14 @@ enum ji_code {
 #define JI_MAX_REPORT 16384
 
 /*
- * ji_args gives a constructor the process's arguments, argc and argv as
- * glibc passes them to constructors. musl passes none: under musl they
- * are read from /proc/self/cmdline, as far as JI_ARGS_MAX arguments in
- * 4 KiB (the constructors look at the first two).
+ * ji_args gives a constructor the process's arguments under musl, which
+ * passes constructors none (glibc passes argc, argv and envp): it reads
+ * them from /proc/self/cmdline, as far as JI_ARGS_MAX arguments in 4 KiB
+ * (the constructors look at the first two), and returns their count.
  */
 #define JI_ARGS_MAX 8
-int ji_args(int argc, char **argv, char ***out);
+#ifndef __GLIBC__
+int ji_args(char ***out);
+#endif
 
 #endif

@@ -63,9 +63,6 @@ int ji_take_prestarted(struct ji_prestarted *out)
 static int wanted(int argc, char **argv)
 {
 	struct statfs fs;
-	if (!neonbox_prestart_cmd)
-		return 0;
-	argc = ji_args(argc, argv, &argv);
 	if (argc < 2 || !argv[1] || strcmp(argv[1], neonbox_prestart_cmd) != 0)
 		return 0;
 	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC;
@@ -204,11 +201,25 @@ static void prestart_init(void)
 	};
 }
 
-// The arguments are glibc's, or wanted has ji_args read them (musl).
+// glibc passes argc, argv and envp to constructors; under musl, ji_args
+// reads them (only in a binary that asks for a prestart).
+#ifdef __GLIBC__
 __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
 {
 	(void)envp;
+	if (!neonbox_prestart_cmd || !wanted(argc, argv))
+		return;
+	prestart_init();
+}
+#else
+__attribute__((constructor)) static void neonbox_prestart(void)
+{
+	if (!neonbox_prestart_cmd)
+		return;
+	char **argv;
+	int argc = ji_args(&argv);
 	if (!wanted(argc, argv))
 		return;
 	prestart_init();
 }
+#endif
