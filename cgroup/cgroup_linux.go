@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -262,7 +261,8 @@ func (c *Cgroup) Disown() {
 	c.deleted = true
 }
 
-// openStats opens the files of paths that exist, for Stats.
+// openStats opens what it can of the files at paths, for Stats, which
+// reads any other by name.
 func (c *Cgroup) openStats(paths ...string) {
 	c.stats = make(map[string]*os.File, len(paths))
 	for _, p := range paths {
@@ -292,10 +292,15 @@ func (c *Cgroup) readStat(path string) ([]byte, error) {
 		}
 		return b, err
 	}
+	// One pread from the start: the kernel makes the file's text afresh
+	// for it. (A second one at an offset could splice two versions.)
 	buf := make([]byte, 4096)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+	n, err := unix.Pread(int(f.Fd()), buf, 0)
+	for err == unix.EINTR {
+		n, err = unix.Pread(int(f.Fd()), buf, 0)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "pread", Path: path, Err: err}
 	}
 	if n == len(buf) {
 		return os.ReadFile(path) // longer than expected: read it whole
@@ -616,10 +621,4 @@ func readKeyed(path string) (map[string]int64, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return m, nil
-}
-
-// exists reports whether path exists.
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }

@@ -609,3 +609,9 @@ func TestRemoveStaleKillsAndRemoves(t *testing.T) {
 	assert.Equal(t, syscall.SIGKILL, killedBy(cmd))
 	requireGone(t, c)
 }
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -59,7 +59,7 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 	if quota > 0 {
 		c.limits.CPUs = float64(quota) / cfsPeriod
 	}
-	if err := applyV2(dir, l, quota); err != nil {
+	if err := c.applyV2(quota); err != nil {
 		return fail(fmt.Errorf("apply limits %+v: %w", l, err))
 	}
 	if l.MemoryBytes > 0 {
@@ -78,8 +78,9 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 	return c, nil
 }
 
-// applyV2 writes l into the v2 cgroup dir.
-func applyV2(dir string, l Limits, quota int64) error {
+// applyV2 writes c's limits into its v2 directory.
+func (c *Cgroup) applyV2(quota int64) error {
+	l, dir := c.limits, c.runs[0].dir
 	if l.MemoryBytes > 0 {
 		if err := writeFile(filepath.Join(dir, "memory.max"), strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
 			return err
