@@ -40,7 +40,8 @@ endif
 
 # A real isolated run: the command sees the workspace through overlayfs,
 # writes a file, and the receipt says what it changed.
-demo: deps build
+demo: deps
+	@$(MAKE) --no-print-directory build
 	@rm -rf $(DEMO_WS) && mkdir -p $(DEMO_WS) && echo "hello from the host" > $(DEMO_WS)/greeting.txt
 	@echo "== a run that succeeds: its change is committed"
 	$(BIN) exec --workspace $(DEMO_WS) --json -- sh -c 'cat greeting.txt; hostname; id; echo "written in the jail" > result.txt; ls /proc | grep -c "^[0-9]"'
@@ -57,7 +58,8 @@ lint:
 # NEONBOX_REQUIRE_PRIVILEGED=1 (CI sets it) a missing capability fails
 # instead of skipping. integration/ runs bin/neonbox-ns, the static musl
 # build (NEONBOX_BIN; without it, it builds its own with go build).
-test: deps lint build
+test: deps
+	@$(MAKE) --no-print-directory lint build
 	NEONBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
 
 # The cgroup, overlay and jail tests again inside a VM booted with
@@ -76,7 +78,8 @@ test-vm: deps
 
 # neonbox-ns against plain exec, unshare and bwrap, interleaved; and the
 # Go benchmarks of each phase (benchstat-friendly).
-bench: deps build
+bench: deps
+	@$(MAKE) --no-print-directory build
 	$(BIN) bench -n 300 -j 2 --pool
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./cgroup ./nsjail ./overlay ./seccomp ./internal/linux
 
