@@ -15,45 +15,40 @@ func init() {
 	// difference between the two is what loading costs a run.
 	reexec.Register("seccomp-bench-child", func() {
 		if len(os.Args) > 1 && os.Args[1] == "load" {
-			prog, err := CompileDefault(true)
-			if err != nil {
-				os.Exit(2)
-			}
-			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-				os.Exit(3)
-			}
-			if err := Load(prog.BPF); err != nil {
-				os.Exit(4)
-			}
+			loadOrExit(func() (*Program, error) { return CompileDefault(true) })
 		}
 		os.Exit(0)
 	})
-}
-
-func init() {
 	// A child under a profile whose rules all repeat its default (allow):
 	// compiled with no rule at all, which must still allow.
 	reexec.Register("seccomp-no-rules-child", func() {
-		p := &specs.LinuxSeccomp{
-			DefaultAction: specs.ActAllow,
-			Architectures: []specs.Arch{nativeArch()},
-			Syscalls:      []specs.LinuxSyscall{{Names: []string{"getppid", "write", "exit_group"}, Action: specs.ActAllow}},
-		}
-		prog, err := Compile(p)
-		if err != nil {
-			os.Exit(2)
-		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			os.Exit(3)
-		}
-		if err := Load(prog.BPF); err != nil {
-			os.Exit(4)
-		}
+		loadOrExit(func() (*Program, error) {
+			return Compile(&specs.LinuxSeccomp{
+				DefaultAction: specs.ActAllow,
+				Architectures: []specs.Arch{nativeArch()},
+				Syscalls:      []specs.LinuxSyscall{{Names: []string{"getppid", "write", "exit_group"}, Action: specs.ActAllow}},
+			})
+		})
 		if unix.Getppid() <= 0 {
 			os.Exit(5)
 		}
 		os.Exit(0)
 	})
+}
+
+// loadOrExit loads the program compile gives into this (child) process,
+// or exits with the failing step's status.
+func loadOrExit(compile func() (*Program, error)) {
+	prog, err := compile()
+	if err != nil {
+		os.Exit(2)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		os.Exit(3)
+	}
+	if err := Load(prog.BPF); err != nil {
+		os.Exit(4)
+	}
 }
 
 func TestMain(m *testing.M) {
