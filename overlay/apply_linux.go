@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
 )
 
 // Apply carries out plan, moving entries from the upper directory into the
@@ -59,7 +61,7 @@ func (a *applier) do(op Op) error {
 			return err
 		}
 		defer unix.Close(pfd)
-		return removeAt(pfd, name)
+		return linux.RemoveAt(pfd, name)
 	case OpPlace:
 		return a.place(op.Path)
 	case OpSetMeta:
@@ -315,7 +317,7 @@ func (a *applier) copyEntry(upParent, wsParent int, name, rel string) error {
 		if err != nil {
 			return err
 		}
-		_ = removeAt(wsParent, tmp)
+		_ = linux.RemoveAt(wsParent, tmp)
 		if err := unix.Symlinkat(target, wsParent, tmp); err != nil {
 			return &fs.PathError{Op: "symlink", Path: rel, Err: err}
 		}
@@ -352,7 +354,7 @@ func (a *applier) copyEntry(upParent, wsParent int, name, rel string) error {
 		return copyMeta(src, dst, Identity) // sanitize already translated owners
 	case unix.S_IFREG:
 		if first, ok := a.links[st.Ino]; ok && st.Nlink > 1 {
-			_ = removeAt(wsParent, tmp)
+			_ = linux.RemoveAt(wsParent, tmp)
 			if err := unix.Linkat(a.ws, first, wsParent, tmp, 0); err != nil {
 				return &fs.PathError{Op: "link", Path: rel, Err: err}
 			}
@@ -396,7 +398,7 @@ func copyFile(srcDir, dstDir int, name, tmp string) error {
 	}
 	src := os.NewFile(uintptr(sfd), name)
 	defer src.Close()
-	_ = removeAt(dstDir, tmp)
+	_ = linux.RemoveAt(dstDir, tmp)
 	dfd, err := unix.Openat(dstDir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/internal/testutil"
 )
 
@@ -365,6 +366,26 @@ func TestApplyRejectsBadOps(t *testing.T) {
 	}
 	_, err := os.Lstat(filepath.Join(ws, "p"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "a FIFO must not reach the workspace")
+}
+
+// Removing a directory never goes into a mount point below it: the host
+// mounted something in the workspace that the jail could not see (its
+// lower layer is the workspace without submounts), and a run that
+// deleted the directory must not delete what is mounted there.
+func TestApplyRemoveStopsAtMountPoints(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	ws, up, other := filepath.Join(base, "ws"), filepath.Join(base, "up"), filepath.Join(base, "other")
+	mkDir(t, up, 0o755)
+	mkFile(t, filepath.Join(ws, "d", "f"), "f", 0o644)
+	mkDir(t, filepath.Join(ws, "d", "m"), 0o755)
+	mkFile(t, filepath.Join(other, "keep"), "keep", 0o644)
+	require.NoError(t, unix.Mount(other, filepath.Join(ws, "d", "m"), "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(ws, "d", "m"), unix.MNT_DETACH) })
+
+	err := Apply(&Plan{Ops: []Op{{Kind: OpRemove, Path: "d"}}}, up, ws, Identity)
+	require.ErrorIs(t, err, linux.ErrMountPoint)
+	assert.FileExists(t, filepath.Join(other, "keep"), "what is mounted in the workspace stays")
 }
 
 // With the upper directory on another filesystem Apply copies; the

@@ -91,40 +91,6 @@ func listXattrs(p string, follow bool) (map[string]string, error) {
 	return out, nil
 }
 
-// removeAt deletes the entry name of dirfd, descending into directories
-// without following symlinks. A mount point below gives EBUSY rather than
-// its contents being deleted.
-func removeAt(dirfd int, name string) error {
-	err := unix.Unlinkat(dirfd, name, 0)
-	if err == nil || errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if !errors.Is(err, unix.EISDIR) {
-		return &fs.PathError{Op: "unlinkat", Path: name, Err: err}
-	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "openat", Path: name, Err: err}
-	}
-	d := os.NewFile(uintptr(fd), name)
-	defer d.Close()
-	for {
-		names, err := d.Readdirnames(256)
-		for _, n := range names {
-			if err := removeAt(fd, n); err != nil {
-				return err
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &fs.PathError{Op: "rmdir", Path: name, Err: err}
-	}
-	return nil
-}
-
 // readNames lists the entries of the directory fd, sorted.
 func readNames(fd int) ([]string, error) {
 	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

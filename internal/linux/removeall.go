@@ -41,6 +41,11 @@ func RemoveAll(path string) error {
 	return removeAt(parent, name, path, unix.DT_UNKNOWN)
 }
 
+// RemoveAt is RemoveAll for the entry name of the directory parent.
+func RemoveAt(parent int, name string) error {
+	return removeAt(parent, name, name, unix.DT_UNKNOWN)
+}
+
 // removeAt removes name in the directory parent; typ is its type from
 // the parent's listing (DT_UNKNOWN if not known).
 func removeAt(parent int, name, path string, typ uint8) error {
