@@ -44,6 +44,7 @@ const (
 	remedyCgroups  = "limits (--memory, --cpus, --pids, policies with limits) need cgroups: boot with cgroup v2 and delegate memory, cpu and pids (systemd: Delegate=yes), or run without limits"
 	remedySeccomp  = "install libseccomp (Debian: libseccomp2)"
 	remedyStateDir = "choose a state dir every ancestor of which has o+x (--state-dir)"
+	remedyMount    = "the path is a mount point inside the workspace, which the jail saw without it and a commit never crosses: unmount it, or keep the run's changes away from it"
 )
 
 // withRemedy fills in se.Remedy for failures that come from the machine
@@ -72,6 +73,10 @@ func withRemedy(se *StepError) *StepError {
 		se.Remedy = remedyCgroups
 	case "seccomp":
 		se.Remedy = remedySeccomp
+	case "commit":
+		if errno == unix.EXDEV {
+			se.Remedy = remedyMount
+		}
 	}
 	return se
 }

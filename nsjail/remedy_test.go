@@ -23,6 +23,8 @@ func TestWithRemedy(t *testing.T) {
 		{StepError{Stage: "seccomp"}, remedySeccomp},
 		{StepError{Stage: "rootfs", Errno: int(unix.EACCES)}, remedyStateDir},
 		{StepError{Stage: "exec", Errno: int(unix.ENOENT)}, ""},
+		{StepError{Stage: "commit", Errno: int(unix.EXDEV)}, remedyMount},
+		{StepError{Stage: "commit", Errno: int(unix.ENOSPC)}, ""},
 	}
 	for _, c := range cases {
 		se := c.se
