@@ -280,7 +280,8 @@ func (c *Cgroup) closeStats() {
 }
 
 // readStat reads the cgroup file path: through its descriptor from New
-// if it has one, else by name (nil and no error if it does not exist).
+// if it has one (the files Stats reads), else by name (nil and no error
+// if it does not exist).
 func (c *Cgroup) readStat(path string) ([]byte, error) {
 	c.mu.Lock()
 	f := c.stats[path]
@@ -308,8 +309,8 @@ func (c *Cgroup) readStat(path string) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// statValue reads a single-value file of c's (0 if it does not exist).
-func (c *Cgroup) statValue(path string) (int64, error) {
+// readValue reads a single-value cgroup file (0 if it does not exist).
+func (c *Cgroup) readValue(path string) (int64, error) {
 	b, err := c.readStat(path)
 	if err != nil || b == nil {
 		return 0, err
@@ -321,8 +322,8 @@ func (c *Cgroup) statValue(path string) (int64, error) {
 	return v, nil
 }
 
-// statKeyed reads a flat keyed file of c's (empty if it does not exist).
-func (c *Cgroup) statKeyed(path string) (map[string]int64, error) {
+// readKeyed reads a flat keyed cgroup file (empty if it does not exist).
+func (c *Cgroup) readKeyed(path string) (map[string]int64, error) {
 	b, err := c.readStat(path)
 	if err != nil || b == nil {
 		return map[string]int64{}, err
@@ -587,38 +588,4 @@ func writeFile(path, s string) error {
 	}
 	_, err = f.WriteString(s)
 	return errors.Join(err, f.Close())
-}
-
-// readValue reads a single-value cgroup file; ok is false if it does not
-// exist.
-func readValue(path string) (v int64, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	v, err = parseValue(string(data))
-	if err != nil {
-		return 0, false, fmt.Errorf("read %s: %w", path, err)
-	}
-	return v, true, nil
-}
-
-// readKeyed reads a flat keyed cgroup file; a missing file gives an empty
-// map.
-func readKeyed(path string) (map[string]int64, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]int64{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	m, err := parseKeyed(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return m, nil
 }

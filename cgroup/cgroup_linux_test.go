@@ -354,7 +354,7 @@ else:
 	} else {
 		assert.NotContains(t, string(got), "forked 100")
 	}
-	ev, err := readKeyed(filepath.Join(c.pidsDir(), "pids.events"))
+	ev, err := c.readKeyed(filepath.Join(c.pidsDir(), "pids.events"))
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, ev["max"], int64(1), "pids.events counts the refused forks")
 
@@ -591,7 +591,7 @@ func TestHybridUnified(t *testing.T) {
 		require.NoError(t, c.killRounds(time.Now().Add(killTimeout), c.freezeV2))
 		_ = cmd.Wait()
 		assert.Equal(t, syscall.SIGKILL, killedBy(cmd))
-		ev, err := readKeyed(filepath.Join(c.runs[0].dir, "cgroup.events"))
+		ev, err := c.readKeyed(filepath.Join(c.runs[0].dir, "cgroup.events"))
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), ev["frozen"], "thawed again")
 	})

@@ -68,7 +68,7 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 		return fail(fmt.Errorf("apply limits %+v: %w", l, err))
 	}
 	if l.MemoryBytes > 0 {
-		m, _, err := readValue(filepath.Join(c.dir("memory"), "memory.limit_in_bytes"))
+		m, err := c.readValue(filepath.Join(c.dir("memory"), "memory.limit_in_bytes"))
 		if err != nil {
 			return fail(err)
 		}
@@ -150,24 +150,24 @@ func (c *Cgroup) statsFilesV1() []string {
 func (c *Cgroup) statsV1(s *Stats) error {
 	var err error
 	if d := c.dir("memory"); d != "" {
-		if s.PeakMemoryBytes, err = c.statValue(filepath.Join(d, "memory.max_usage_in_bytes")); err != nil {
+		if s.PeakMemoryBytes, err = c.readValue(filepath.Join(d, "memory.max_usage_in_bytes")); err != nil {
 			return err
 		}
-		oom, err := c.statKeyed(filepath.Join(d, "memory.oom_control"))
+		oom, err := c.readKeyed(filepath.Join(d, "memory.oom_control"))
 		if err != nil {
 			return err
 		}
 		s.OOMKills = oom["oom_kill"]
 	}
 	if d := c.dir("cpuacct"); d != "" {
-		v, err := c.statValue(filepath.Join(d, "cpuacct.usage"))
+		v, err := c.readValue(filepath.Join(d, "cpuacct.usage"))
 		if err != nil {
 			return err
 		}
 		s.CPUUsage = time.Duration(v) // nanoseconds
 	}
 	if d := c.dir("cpu"); d != "" {
-		st, err := c.statKeyed(filepath.Join(d, "cpu.stat"))
+		st, err := c.readKeyed(filepath.Join(d, "cpu.stat"))
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (c *Cgroup) statsV1(s *Stats) error {
 		s.ThrottledTime = time.Duration(st["throttled_time"]) // nanoseconds
 	}
 	if d := c.dir("pids"); d != "" {
-		if s.PidsPeak, err = c.statValue(filepath.Join(d, "pids.peak")); err != nil {
+		if s.PidsPeak, err = c.readValue(filepath.Join(d, "pids.peak")); err != nil {
 			return err
 		}
 	}

@@ -63,7 +63,7 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 		return fail(fmt.Errorf("apply limits %+v: %w", l, err))
 	}
 	if l.MemoryBytes > 0 {
-		m, _, err := readValue(filepath.Join(dir, "memory.max"))
+		m, err := c.readValue(filepath.Join(dir, "memory.max"))
 		if err != nil {
 			return fail(err)
 		}
@@ -228,22 +228,22 @@ func (c *Cgroup) statsFilesV2() []string {
 func (c *Cgroup) statsV2(s *Stats) error {
 	dir := c.runs[0].dir
 	var err error
-	if s.PeakMemoryBytes, err = c.statValue(filepath.Join(dir, "memory.peak")); err != nil {
+	if s.PeakMemoryBytes, err = c.readValue(filepath.Join(dir, "memory.peak")); err != nil {
 		return err
 	}
-	ev, err := c.statKeyed(filepath.Join(dir, "memory.events"))
+	ev, err := c.readKeyed(filepath.Join(dir, "memory.events"))
 	if err != nil {
 		return err
 	}
 	s.OOMKills = ev["oom_kill"]
-	st, err := c.statKeyed(filepath.Join(dir, "cpu.stat"))
+	st, err := c.readKeyed(filepath.Join(dir, "cpu.stat"))
 	if err != nil {
 		return err
 	}
 	s.CPUUsage = time.Duration(st["usage_usec"]) * time.Microsecond
 	s.NrThrottled = st["nr_throttled"]
 	s.ThrottledTime = time.Duration(st["throttled_usec"]) * time.Microsecond
-	if s.PidsPeak, err = c.statValue(filepath.Join(dir, "pids.peak")); err != nil {
+	if s.PidsPeak, err = c.readValue(filepath.Join(dir, "pids.peak")); err != nil {
 		return err
 	}
 	return nil
@@ -284,7 +284,7 @@ func (c *Cgroup) freezeV2(frozen bool, deadline time.Time) error {
 		deadline = t
 	}
 	for {
-		ev, err := readKeyed(filepath.Join(dir, "cgroup.events"))
+		ev, err := c.readKeyed(filepath.Join(dir, "cgroup.events"))
 		if err != nil {
 			return err
 		}
