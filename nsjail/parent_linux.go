@@ -255,20 +255,11 @@ func takePrestarted() *jail {
 	return j
 }
 
-// failedToSpawn reports whether the jail is known to have failed before
-// its init said its pid: for certain if a prestarted init could not be
-// started at all (waiting for the reason it sent), else if already seen.
+// failedToSpawn reports whether the jail failed before its init said its
+// pid (an adopted init's was read as it was adopted).
 func (j *jail) failedToSpawn() bool {
-	if j.pre != nil && j.pre.Failed {
-		<-j.spawned
-		return true
-	}
-	select {
-	case <-j.spawned:
-		return j.proc == nil
-	default:
-		return false
-	}
+	<-j.spawned
+	return j.proc == nil
 }
 
 // probeCgroups is cgroup.Probe, or what AdoptPrestarted probed, once.

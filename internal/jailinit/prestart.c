@@ -196,7 +196,6 @@ static void prestart_init(void)
 		.pid = pid,
 		.sock = pair[0],
 		.rootful = rootful,
-		.failed = exec_failed,
 		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
 	};
 }

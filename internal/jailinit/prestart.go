@@ -19,7 +19,6 @@ type Prestarted struct {
 	Pid     int
 	Sock    *os.File
 	Rootful bool
-	Failed  bool  // it could not be started; it says why on Sock
 	At      int64 // CLOCK_MONOTONIC just before it was started, in ns
 }
 
@@ -35,7 +34,6 @@ func TakePrestarted() *Prestarted {
 		Pid:     int(p.pid),
 		Sock:    os.NewFile(uintptr(p.sock), "neonbox-sync"),
 		Rootful: p.rootful != 0,
-		Failed:  p.failed != 0,
 		At:      int64(p.at),
 	}
 }

@@ -11,7 +11,6 @@ struct ji_prestarted {
 	pid_t pid;   /* the init's first process, a child of this process */
 	int sock;    /* this end of its sync socket */
 	int rootful; /* its program is the one for neonbox-ns run as root */
-	int failed;  /* it could not be started (the reason is on sock) */
 	int64_t at;  /* CLOCK_MONOTONIC just before it was started, in ns */
 };
 
