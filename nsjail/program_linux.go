@@ -134,8 +134,6 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	// are written for the command, not for the init's handling of it.
 	own, policy := cfg.Seccomp[:1], cfg.Seccomp[1:]
 	dropPrivileges(&p, cfg, own)
-	p.Stage("credentials")
-	p.Mark()
 	p.Stage("call")
 	p.AwaitCall()
 	p.Mark()
@@ -181,13 +179,9 @@ func finishExec(p *jailinit.Program, cfg *childConfig, tasks int, drop bool, fil
 	}
 	if drop {
 		dropPrivileges(p, cfg, filters)
-		p.Stage("credentials")
-		p.Mark()
 	} else if len(filters) > 0 {
 		p.Stage("seccomp")
-		for _, prog := range filters {
-			p.Seccomp(prog)
-		}
+		loadFilters(p, filters)
 	}
 	p.Stage("sync")
 	p.Ready()
@@ -413,13 +407,20 @@ func dropBounds(p *jailinit.Program, lastCap int) {
 
 // dropPrivileges, after dropBounds, leaves the init with no capabilities
 // in any set and no way back: no_new_privs is set, the jail ids are
-// cfg.UID and cfg.GID, and filters (seccomp programs) are loaded.
+// cfg.UID and cfg.GID, and filters (seccomp programs) are loaded; the
+// step is marked "credentials".
 func dropPrivileges(p *jailinit.Program, cfg *childConfig, filters [][]byte) {
 	p.Stage("credentials")
 	// Before the filters: a policy's own filter may deny prctl.
 	setIDs(p, cfg.UID, cfg.GID, cfg.SetGroups)
 	p.CapsetZero()
 	p.NoNewPrivs()
+	loadFilters(p, filters)
+	p.Mark()
+}
+
+// loadFilters loads the seccomp programs filters, in order.
+func loadFilters(p *jailinit.Program, filters [][]byte) {
 	for _, prog := range filters {
 		p.Seccomp(prog)
 	}
