@@ -220,12 +220,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 	cfg.RunDir = rd.path
-	restSent := false
-	if j != nil {
+	early := j != nil // started before its cgroup: the rest now, the final part later
+	if early {
 		// The init mounts the workspace and pivots while the cgroup
 		// is made and the filters read; a failure is reported by await.
 		_ = j.configureRest(cfg, nil)
-		restSent = true
 	}
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
 	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
@@ -261,7 +260,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	log.Debug("configuring jail", "workspace", o.Workspace, "rundir", rd.path)
 	// A failure is in j.res for await.
-	if restSent {
+	if early {
 		_ = j.configureFinal(cfg, cg)
 	} else {
 		_ = j.configure(cfg, cg)

@@ -341,8 +341,12 @@ func abandoned(d runDir, owner string) bool {
 // each, see writeOwner) is alive. An unreadable owner counts as alive:
 // the run dir is not known to be abandoned.
 func ownerAlive(owner string) bool {
+	self := selfIdentity()
 	for _, line := range strings.Split(owner, "\n") {
 		var pid int
+		if line == self {
+			return true // this process (a sweep meets its own run dir), without a read of /proc
+		}
 		if _, err := fmt.Sscanf(line, "%d", &pid); err != nil || processIdentity(pid) == line {
 			return true
 		}
