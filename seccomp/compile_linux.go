@@ -26,33 +26,50 @@ var cache sync.Map // profile hash -> *Program
 
 // defaults holds the compiled default profiles, with and without
 // subprocess, so that a run does not rebuild and hash the profile just to
-// find it in the cache.
-var defaults [2]struct {
+// find it in the cache (diskDefaults: the same for CompileDefaultIn).
+var defaults, diskDefaults [2]onceProgram
+
+// onceProgram is a program compiled at most once per process.
+type onceProgram struct {
 	once sync.Once
 	prog *Program
 	err  error
 }
 
+func (o *onceProgram) get(compile func() (*Program, error)) (*Program, error) {
+	o.once.Do(func() { o.prog, o.err = compile() })
+	return o.prog, o.err
+}
+
+// slot is the index of a default profile in defaults and diskDefaults.
+func slot(subprocess bool) int {
+	if subprocess {
+		return 1
+	}
+	return 0
+}
+
 // CompileDefault is Compile(DefaultProfile(subprocess)), done once per
 // process.
 func CompileDefault(subprocess bool) (*Program, error) {
-	i := 0
-	if subprocess {
-		i = 1
-	}
-	d := &defaults[i]
-	d.once.Do(func() { d.prog, d.err = Compile(DefaultProfile(subprocess)) })
-	return d.prog, d.err
+	return defaults[slot(subprocess)].get(func() (*Program, error) { return Compile(DefaultProfile(subprocess)) })
 }
 
 // Compile turns p into a BPF program, or returns the one compiled for an
 // identical profile earlier in this process.
 func Compile(p *specs.LinuxSeccomp) (*Program, error) {
-	_, hash := profileHash(p)
+	return compileCached(p, func([]byte) ([]byte, error) { return compile(p) })
+}
+
+// compileCached returns the program compiled earlier in this process for
+// a profile identical to p, or the one build makes for p from its
+// encoding (profileBytes).
+func compileCached(p *specs.LinuxSeccomp, build func(raw []byte) ([]byte, error)) (*Program, error) {
+	raw, hash := profileHash(p)
 	if prog, ok := cache.Load(hash); ok {
 		return prog.(*Program), nil
 	}
-	bpf, err := compile(p)
+	bpf, err := build(raw)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -28,34 +27,13 @@ const cacheFormat = "neonbox-seccomp-bpf-3"
 // owns it and nobody else may write it. A cache that cannot be read or
 // written is not an error; the profile is compiled instead.
 func CompileIn(dir string, p *specs.LinuxSeccomp) (*Program, error) {
-	raw, hash := profileHash(p)
-	if prog, ok := cache.Load(hash); ok {
-		return prog.(*Program), nil
-	}
-	bpf, err := loadOrCompile(dir, diskKey(raw), p)
-	if err != nil {
-		return nil, err
-	}
-	got, _ := cache.LoadOrStore(hash, &Program{BPF: bpf, Hash: hash})
-	return got.(*Program), nil
+	return compileCached(p, func(raw []byte) ([]byte, error) { return loadOrCompile(dir, diskKey(raw), p) })
 }
 
 // CompileDefaultIn is CompileIn(dir, DefaultProfile(subprocess)), done
 // once per process.
 func CompileDefaultIn(dir string, subprocess bool) (*Program, error) {
-	i := 0
-	if subprocess {
-		i = 1
-	}
-	d := &diskDefaults[i]
-	d.once.Do(func() { d.prog, d.err = CompileIn(dir, DefaultProfile(subprocess)) })
-	return d.prog, d.err
-}
-
-var diskDefaults [2]struct {
-	once sync.Once
-	prog *Program
-	err  error
+	return diskDefaults[slot(subprocess)].get(func() (*Program, error) { return CompileIn(dir, DefaultProfile(subprocess)) })
 }
 
 // diskKey names the compiled program of the profile whose encoding
