@@ -56,3 +56,39 @@ func TestTeardownHelperLeavesDeepTreesToGo(t *testing.T) {
 	assert.Empty(t, runsLeft(t, e.state), "the run dir goes")
 	waitFor(t, func() bool { return len(runCgroups("run-"+rec["id"].(string))) == 0 })
 }
+
+// The helper keeps a run's emptied run dir as a spare for the next run:
+// nothing of one run shows in the next (files, the root's mode, its
+// xattrs), and the next run's own run dir becomes the spare in turn.
+func TestSpareRunDirsCarryNothingOver(t *testing.T) {
+	e := newEnv(t)
+	helper := !cgroup.Unified() // a unified cgroup2 host starts no helper, so keeps no spares
+	spares := func() []string {
+		var names []string
+		entries, _ := os.ReadDir(filepath.Join(e.state, "spare"))
+		for _, d := range entries {
+			names = append(names, d.Name())
+		}
+		return names
+	}
+	r := e.exec(t, "", []string{"--json"}, "sh", "-c",
+		`chmod 700 . && echo leak > leak && mkdir -p d/e && python3 -c 'import os; os.setxattr(".", "user.leak", b"1")' && exit 3`)
+	require.Equal(t, 3, r.code, r.stderr)
+	first := decodeReceipt(t, r.stdout)
+	assert.Equal(t, true, first["rollback_performed"])
+	assert.Empty(t, runsLeft(t, e.state))
+	if helper {
+		waitFor(t, func() bool { return len(spares()) == 1 })
+		assert.Equal(t, []string{first["id"].(string)}, spares())
+	}
+
+	r = e.exec(t, "", []string{"--json"}, "sh", "-c",
+		`stat -c %a .; ls -A; python3 -c 'import os; print(os.listxattr("."))'`)
+	require.Equal(t, 0, r.code, r.stderr)
+	second := decodeReceipt(t, r.stdout)
+	assert.Equal(t, "755\n[]\n", second["stdout"])
+	assert.Empty(t, runsLeft(t, e.state))
+	if helper {
+		waitFor(t, func() bool { s := spares(); return len(s) == 1 && s[0] == second["id"] })
+	}
+}

@@ -67,7 +67,7 @@ func handTeardown(td *jailinit.Teardown, helper string, cg *cgroup.Cgroup, rd ru
 	if err := rd.addOwner(helper); err != nil {
 		return err
 	}
-	job := jailinit.TeardownJob{RunDir: rd.path}
+	job := jailinit.TeardownJob{RunDir: rd.path, Spare: rd.spare()}
 	if cg != nil {
 		job.Cgroups, job.Shared = cg.Dirs()
 	}

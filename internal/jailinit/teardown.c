@@ -37,6 +37,12 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
+#ifndef SYS_renameat2
+#define SYS_renameat2 316
+#endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1
+#endif
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
@@ -158,6 +164,76 @@ static int remove_rundir(const char *path, int cgroups_gone)
 	return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
+// spares_full reports whether the directory that is to hold spare (a
+// path in it) holds JT_MAX_SPARES entries or more, or cannot be read.
+static int spares_full(const char *spare)
+{
+	char dir[4096];
+	const char *slash = strrchr(spare, '/');
+	size_t len = slash ? (size_t)(slash - spare) : 0;
+	if (len == 0 || len >= sizeof(dir))
+		return 1;
+	memcpy(dir, spare, len);
+	dir[len] = '\0';
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	char buf[4096] __attribute__((aligned(8)));
+	int count = 0;
+	long n;
+	while (count < JT_MAX_SPARES && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
+				count++;
+		}
+	close(fd);
+	return count >= JT_MAX_SPARES;
+}
+
+// recycle_rundir empties the run dir path for a later run and moves it
+// to spare: its upper and work dirs are emptied but kept, everything
+// else goes, the owner file last (only once every cgroup is gone, as
+// remove_rundir). -1: not recycled; remove_rundir finishes.
+static int recycle_rundir(const char *path, const char *spare, int cgroups_gone)
+{
+	if (!cgroups_gone || spares_full(spare))
+		return -1;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = 0, kept = 0;
+	char buf[4096] __attribute__((aligned(8)));
+	long n;
+	while (rc == 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") || !strcmp(d->d_name, "owner"))
+				continue;
+			if (strcmp(d->d_name, "upper") && strcmp(d->d_name, "work")) {
+				if (remove_at(fd, d->d_name, d->d_type, 1) < 0)
+					rc = -1;
+				continue;
+			}
+			int sub = open_below(fd, d->d_name);
+			if (sub < 0 || empty_dir(sub, 1, NULL) < 0)
+				rc = -1;
+			else
+				kept++;
+			if (sub >= 0)
+				close(sub);
+		}
+	if (rc == 0 && kept == 2 && unlinkat(fd, "owner", 0) == 0 &&
+	    syscall(SYS_renameat2, AT_FDCWD, path, AT_FDCWD, spare, RENAME_NOREPLACE) == 0) {
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	return -1;
+}
+
 // run_job does the job in msg (n bytes): see teardown.h. *rundir is the
 // run dir it names, if any.
 static int run_job(const char *msg, size_t n, const char **rundir)
@@ -166,6 +242,7 @@ static int run_job(const char *msg, size_t n, const char **rundir)
 	if (n < sizeof(magic) || memcmp(msg, magic, sizeof(magic)) != 0 || msg[n - 1] != '\0')
 		return -1;
 	int cgroups_gone = 1, rc = 0;
+	const char *spare = NULL;
 	for (const char *p = msg + sizeof(magic), *end = msg + n; p < end;) {
 		const char *op = p;
 		p += strlen(p) + 1;
@@ -178,9 +255,12 @@ static int run_job(const char *msg, size_t n, const char **rundir)
 				cgroups_gone = 0;
 		} else if (!strcmp(op, "shared")) {
 			(void)rmdir(path);
+		} else if (!strcmp(op, "spare")) {
+			spare = path;
 		} else if (!strcmp(op, "rundir")) {
 			*rundir = path;
-			if (remove_rundir(path, cgroups_gone) < 0)
+			if ((!spare || recycle_rundir(path, spare, cgroups_gone) < 0) &&
+			    remove_rundir(path, cgroups_gone) < 0)
 				rc = -1;
 		} else {
 			return -1;

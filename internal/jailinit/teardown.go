@@ -42,8 +42,16 @@ type TeardownJob struct {
 	Cgroups []string
 	Shared  []string
 	RunDir  string
+	// Spare, if set, is where the run dir goes, emptied but for its
+	// empty upper and work dirs, for a later run to reuse, when every
+	// cgroup directory went and the spare's directory holds fewer
+	// than MaxSpares entries (else it is removed).
+	Spare   string
 	MountNS *os.File
 }
+
+// MaxSpares is how many spare run dirs the helper keeps, at most.
+const MaxSpares = C.JT_MAX_SPARES
 
 // TakeTeardown returns the helper of `neonbox-ns exec`, once; nil in a
 // binary that starts none (see prestart.c) and after the first call. Its
@@ -116,6 +124,9 @@ func (t *Teardown) Hand(job TeardownJob) error {
 		errs = append(errs, add("shared", d))
 	}
 	if job.RunDir != "" {
+		if job.Spare != "" {
+			errs = append(errs, add("spare", job.Spare))
+		}
 		errs = append(errs, add("rundir", job.RunDir))
 	}
 	if err := errors.Join(errs...); err != nil {

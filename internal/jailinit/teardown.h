@@ -15,9 +15,16 @@
  *   cgroup  rmdir path, retrying EBUSY for up to a second
  *   shared  rmdir path; EBUSY, ENOTEMPTY and ENOENT are fine (others'
  *           runs are still in it)
+ *   spare   the path to which the next rundir op moves the run dir
+ *           for a later run to reuse, instead of removing it
  *   rundir  remove everything in the run dir path but its owner file,
  *           never through a mount point or a symlink; then, if every
- *           cgroup op succeeded, the owner file and the directory
+ *           cgroup op succeeded, the owner file and the directory. After
+ *           a spare op, if every cgroup op succeeded and the spare's
+ *           directory holds fewer than JT_MAX_SPARES entries: empty
+ *           its upper and work dirs but keep them, remove the rest and
+ *           the owner file, and rename the run dir to the spare path
+ *           (RENAME_NOREPLACE); if any of that fails, remove as above
  *
  * What it cannot remove (a cgroup still busy after a second, a tree
  * deeper than it goes), it leaves to Go: it re-executes neonbox-ns as
@@ -33,6 +40,7 @@
 
 #define JT_MAGIC "NBT1"
 #define JT_MAX_JOB (1 << 16) /* bytes of a job message, at most */
+#define JT_MAX_SPARES 4      /* run dirs kept for reuse, at most */
 #define JT_INIT_ARG "--teardown-helper" /* argv[1] of an init that forks it */
 #define JT_INIT_FD 4                     /* its socket, in that init */
 /* argv[0] under which the helper re-executes neonbox-ns when it could

@@ -188,3 +188,82 @@ func waitSleeping(t *testing.T, pid int) {
 		require.True(t, time.Now().Before(deadline), "the helper never slept")
 	}
 }
+
+// With a spare path the helper keeps the run dir for a later run: its
+// upper and work dirs emptied (never through the symlink the run left),
+// everything else removed, the owner file too, and the directory moved
+// to the spare path.
+func TestTeardownRecyclesTheRunDir(t *testing.T) {
+	runDir, cg, shared, outside := fakeRun(t)
+	require.NoError(t, os.WriteFile(filepath.Join(runDir, "committing"), []byte("txn"), 0o600))
+	spares := filepath.Join(filepath.Dir(filepath.Dir(runDir)), "spare")
+	require.NoError(t, os.Mkdir(spares, 0o700))
+	spare := filepath.Join(spares, filepath.Base(runDir))
+	h := startTeardown(t)
+	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir, Spare: spare}))
+	require.NoError(t, h.Close())
+	ok, err := h.Wait()
+	require.NoError(t, err)
+	assert.True(t, ok, "the helper did its whole job")
+	assert.NoDirExists(t, runDir)
+	assert.NoDirExists(t, cg)
+	assert.Equal(t, []string{"upper", "work"}, names(t, spare))
+	assert.Empty(t, names(t, filepath.Join(spare, "upper")))
+	assert.Empty(t, names(t, filepath.Join(spare, "work")))
+	assert.FileExists(t, filepath.Join(outside, "keep"), "not through a symlink")
+}
+
+// The helper removes the run dir instead of recycling it when the spare
+// dir is full, when it is missing, and when a cgroup stays (the owner
+// file then stays too, for a later run's sweep).
+func TestTeardownRecyclesOnlyWhatItMay(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, spares, cg string)
+		removed bool
+	}{
+		{"spare dir full", func(t *testing.T, spares, _ string) {
+			require.NoError(t, os.Mkdir(spares, 0o700))
+			for i := range jailinit.MaxSpares {
+				require.NoError(t, os.Mkdir(filepath.Join(spares, strconv.Itoa(i)), 0o700))
+			}
+		}, true},
+		{"no spare dir", func(*testing.T, string, string) {}, true},
+		{"a cgroup that will not go", func(t *testing.T, spares, cg string) {
+			require.NoError(t, os.Mkdir(spares, 0o700))
+			require.NoError(t, os.Mkdir(filepath.Join(cg, "child"), 0o755)) // rmdir: ENOTEMPTY
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runDir, cg, _, _ := fakeRun(t)
+			spares := filepath.Join(filepath.Dir(filepath.Dir(runDir)), "spare")
+			spare := filepath.Join(spares, filepath.Base(runDir))
+			tc.prepare(t, spares, cg)
+			h := startTeardown(t)
+			require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir, Spare: spare}))
+			require.NoError(t, h.Close())
+			ok, err := h.Wait()
+			require.NoError(t, err)
+			assert.NoDirExists(t, spare)
+			if tc.removed {
+				assert.True(t, ok)
+				assert.NoDirExists(t, runDir)
+			} else {
+				assert.False(t, ok)
+				assert.Equal(t, []string{"owner"}, names(t, runDir))
+			}
+		})
+	}
+}
+
+// names lists dir, sorted.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := []string{}
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
