@@ -46,9 +46,12 @@ func (c *child) wait() *exitState {
 	// Waitable first, without reaping: the pid stays c's until the
 	// reaping below, which holds the lock.
 	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-	for err == unix.EINTR {
+	err := c.pollExit()
+	if err != nil {
 		err = unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		for err == unix.EINTR {
+			err = unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -70,4 +73,30 @@ func (c *child) wait() *exitState {
 		s.err = os.NewSyscallError("wait", err)
 	}
 	return &s
+}
+
+// pollExit waits until c has exited, through a pidfd in Go's poller: no
+// thread sits in a system call meanwhile, holding a P that other
+// goroutines of a short run are waiting for. An error: wait otherwise.
+func (c *child) pollExit() error {
+	fd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	err = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		return werr != unix.EAGAIN && werr != unix.EINTR && (werr != nil || info.Signo != 0)
+	})
+	if err != nil {
+		return err
+	}
+	return werr
 }
