@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
 	"github.com/neonbox/neonbox-ns/reexec"
 )
 
@@ -73,6 +75,68 @@ func TestExecTakesThePrestartedInit(t *testing.T) {
 	assert.Contains(t, steps, "parent_started")
 	assert.NotContains(t, steps, "adopted")
 	assert.Contains(t, decodeReceipt(t, r.stdout)["stdout"], host+":", "the jail with network sees the host's interfaces")
+}
+
+// `neonbox-ns exec` queues the base of its jail's program, as the last
+// run with the same state dir wrote it, before its Go runtime starts, so
+// that the init builds it meanwhile; neonbox-ns takes that init only if
+// the base is byte for byte the one it would have sent, and otherwise
+// starts another and writes its own base for the next run. A base file
+// another user could have written is never queued.
+func TestExecQueuesTheLastRunsBase(t *testing.T) {
+	e := newEnv(t)
+	if cgroup.Unified() {
+		t.Skip("a unified cgroup2 host prestarts no init")
+	}
+	file := filepath.Join(e.state, jailinit.BaseFile)
+	streams := []string{"sh", "-c", "echo out; echo err >&2"}
+	run := func(flags ...string) (map[string]any, map[string]any) {
+		t.Helper()
+		r := e.exec(t, "", append([]string{"--json"}, flags...), streams...)
+		rec := decodeReceipt(t, r.stdout)
+		assert.Equal(t, "out\n", rec["stdout"], "CMD's streams come with the rest")
+		assert.Equal(t, "err\n", rec["stderr"])
+		return spawnSteps(t, r), rec
+	}
+
+	steps, _ := run()
+	assert.Contains(t, steps, "base_sent", "no base to queue yet")
+	assert.NotContains(t, steps, "base_prestarted")
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "the run wrote its base")
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(file, &st))
+	assert.Equal(t, uint32(0o600), st.Mode&0o7777)
+
+	steps, _ = run()
+	assert.Contains(t, steps, "base_prestarted")
+	assert.NotContains(t, steps, "base_sent")
+	// The state dir from --state-dir=DIR too, a terminal's devpts and
+	// a policy's binds notwithstanding (the rest has them).
+	r := neonbox(t, e.ws, "", "exec", "--workspace", e.ws, "--state-dir="+e.state, "--json", "--", "true")
+	assert.Contains(t, spawnSteps(t, r), "base_prestarted")
+
+	// A base that is not this run's: another init, and this run's base
+	// for the next.
+	stale := bytes.Replace(want, []byte("/dev"), []byte("/dex"), 1)
+	require.NotEqual(t, want, stale)
+	require.NoError(t, os.WriteFile(file, stale, 0o600))
+	steps, _ = run()
+	assert.Contains(t, steps, "parent_started")
+	assert.NotContains(t, steps, "adopted")
+	got, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	// Group-writable: not queued, and replaced.
+	require.NoError(t, os.Chmod(file, 0o620))
+	steps, _ = run()
+	assert.Contains(t, steps, "adopted")
+	assert.Contains(t, steps, "base_sent")
+	require.NoError(t, unix.Stat(file, &st))
+	assert.Equal(t, uint32(0o600), st.Mode&0o7777)
+	steps, _ = run()
+	assert.Contains(t, steps, "base_prestarted")
 }
 
 // A prestarted init that no run takes holds the caller's stdout and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
 	"github.com/neonbox/neonbox-ns/policies"
 )
 
@@ -150,7 +151,7 @@ const DefaultOutputLimit = 1 << 20
 // $XDG_STATE_HOME/neonbox (or ~/.local/state/neonbox) for other users.
 func DefaultStateDir() string {
 	if os.Geteuid() == 0 {
-		return "/var/lib/neonbox"
+		return jailinit.RootStateDir
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "neonbox")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,10 +32,17 @@ func failingBase(t *testing.T) (*childConfig, idPlan, string) {
 	require.NoError(t, err)
 	cfg, err := jailConfig(&o, ids)
 	require.NoError(t, err)
-	missing := filepath.Join(base, "no-such-dir") // never checked: not a policy's
+	missing := filepath.Join(base, "no-such-dir") // a host directory gone since the survey
 	cfg.Argv, cfg.Cwd, cfg.RunDir, cfg.Seccomp = o.Command, o.Workspace, rd.path, filters
-	cfg.Binds = []bind{{Path: missing, ReadOnly: true}}
+	cfg.ReadOnly = append(slices.Clip(cfg.ReadOnly), missing)
 	return cfg, ids, filepath.Join(cfg.RootMount, missing)
+}
+
+func mustBase(t *testing.T, cfg *childConfig) []byte {
+	t.Helper()
+	base, err := baseProgram(cfg)
+	require.NoError(t, err)
+	return base
 }
 
 func assertBindFailed(t *testing.T, se *StepError, path string) {
@@ -50,9 +58,9 @@ func assertBindFailed(t *testing.T, se *StepError, path string) {
 // step, not as the parent's failure to reach an init that is gone.
 func TestBaseStepFailureIsReported(t *testing.T) {
 	cfg, ids, path := failingBase(t)
-	j, err := startJail(nil, nil, nil, false, ids, nil, false)
+	j, err := startJail(nil, nil, nil, false, ids, nil, nil)
 	require.NoError(t, err)
-	require.Nil(t, j.sendBase(cfg))
+	require.Nil(t, j.sendBase(mustBase(t, cfg)))
 	j.ended() // the init failed in the base and is gone
 	se := j.configure(cfg, nil)
 	j.sock.Close()
@@ -64,7 +72,7 @@ func TestBaseStepFailureIsReported(t *testing.T) {
 // for the jail.
 func TestBaseStepFailureIsReportedToAwait(t *testing.T) {
 	cfg, ids, path := failingBase(t)
-	j, err := startJail(nil, nil, nil, false, ids, nil, false)
+	j, err := startJail(nil, nil, nil, false, ids, nil, nil)
 	require.NoError(t, err)
 	_ = j.configure(cfg, nil)
 	res := j.await(context.Background())
@@ -78,12 +86,12 @@ func TestBaseStepFailureIsReportedToAwait(t *testing.T) {
 // and no final part goes.
 func TestRestStepFailureIsReported(t *testing.T) {
 	cfg, ids, _ := failingBase(t)
-	cfg.Binds = nil // the base succeeds
+	cfg.ReadOnly = cfg.ReadOnly[:len(cfg.ReadOnly)-1] // the base succeeds
 	// The overlay cannot be mounted without its upper dir.
 	require.NoError(t, os.RemoveAll(filepath.Join(cfg.RunDir, "upper")))
-	j, err := startJail(nil, nil, nil, false, ids, nil, false)
+	j, err := startJail(nil, nil, nil, false, ids, nil, nil)
 	require.NoError(t, err)
-	require.Nil(t, j.sendBase(cfg))
+	require.Nil(t, j.sendBase(mustBase(t, cfg)))
 	require.Nil(t, j.configureRest(cfg, nil))
 	j.ended() // the init failed in the rest and is gone
 	se := j.configureFinal(cfg, nil)

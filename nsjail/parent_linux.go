@@ -6,13 +6,16 @@ package nsjail
 // it does in the jail is the program built in program_linux.go.
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -64,10 +67,13 @@ type jail struct {
 	streams  *streams
 	sock     *os.File
 	inCgroup bool                 // started in its v2 cgroup
-	pre      *jailinit.Prestarted // if prestarted (adopted): its streams come with the base of its program
+	pre      *jailinit.Prestarted // if prestarted (adopted): its streams come with the rest of its program
 	baseSent bool                 // the base part of the program
-	exited   chan *exitState
-	res      *jailResult
+	// writeBase: the base queued for this process's prestarted init,
+	// from the state dir, was not this jail's; Run writes this one.
+	writeBase bool
+	exited    chan *exitState
+	res       *jailResult
 
 	// Set by supervise before it closes spawned.
 	spawned  chan struct{}
@@ -97,14 +103,16 @@ type jail struct {
 // page tables, then faulting on every page it writes until the child's
 // execve, cost more than anything else in starting a jail.
 //
-// With adopt, an init this binary started before the Go runtime
-// (AdoptPrestarted) is taken instead. It is discarded, and a new one
-// started, without adopt (it made its mount namespace before anything
-// the caller has mounted since), for a jail with network (it made a
-// network namespace, which may fail where a jail with network would
-// not), one born in a v2 cgroup, ids mapped for another user, or when
-// it failed to start.
-func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup, adopt bool) (*jail, error) {
+// With base (the base of the jail's program, baseProgram), an init this
+// binary started before the Go runtime (AdoptPrestarted) is taken
+// instead. It is discarded, and a new one started, without base (it made
+// its mount namespace before anything the caller has mounted since), for
+// a jail with network (it made a network namespace, which may fail where
+// a jail with network would not), one born in a v2 cgroup, ids mapped for
+// another user, when it failed to start, and when the base queued for it
+// is not base (the state dir's, from an earlier run: the jail's writeBase
+// then says that the caller should write base there).
+func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPlan, cg *cgroup.Cgroup, base []byte) (*jail, error) {
 	cgFD, intoCgroup := -1, false
 	if cg != nil {
 		cgFD, intoCgroup = cg.FD()
@@ -114,10 +122,14 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 		return nil, stepError("spawn", err)
 	}
 	var warnings []string
+	writeBase := false
 	if j := takePrestarted(); j != nil {
 		failed := j.failedToSpawn()
-		if adopt && !network && !intoCgroup && j.pre.Rootful == ids.rootful && !failed {
+		usable := base != nil && !network && !intoCgroup && j.pre.Rootful == ids.rootful
+		writeBase = usable && ids.rootful && !bytes.Equal(j.pre.Base, base)
+		if usable && !failed && (j.pre.Base == nil || !writeBase) {
 			j.streams = s
+			j.writeBase = writeBase
 			return j, nil
 		}
 		if failed {
@@ -136,6 +148,7 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 		return nil, err
 	}
 	j.warnings = warnings
+	j.writeBase = writeBase
 	return j, nil
 }
 
@@ -243,6 +256,31 @@ func adoptPrestarted(probe bool) {
 		prestarted.probe = c
 	}
 	prestarted.j = adoptJail(pre, then)
+}
+
+// writePrestartBase writes base to the state dir's jailinit.BaseFile,
+// whole or not at all, for the prestart of the next `neonbox-ns exec`
+// with this state dir (which reads it only if this user owns it and no
+// one else may write it).
+func writePrestartBase(stateDir string, base []byte) error {
+	if len(base) > jailinit.MaxBase {
+		return fmt.Errorf("a base of %d bytes is longer than the prestart reads", len(base))
+	}
+	f, err := os.CreateTemp(stateDir, jailinit.BaseFile+".*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(base)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(stateDir, jailinit.BaseFile))
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
 }
 
 // takePrestarted returns the adopted prestarted init, once, or nil.
@@ -404,7 +442,11 @@ func (j *jail) configure(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 // which the caller may make meanwhile (cg is then nil here).
 func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 	if !j.baseSent {
-		j.sendBase(cfg)
+		base, err := baseProgram(cfg)
+		if err != nil {
+			return j.failed(asStepError("config", err))
+		}
+		j.sendBase(base)
 	}
 	if se := j.waitSpawned(); se != nil {
 		return se
@@ -418,7 +460,13 @@ func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 		defer closeAll(tasks)
 	}
 	cfg.CgroupTasks = len(tasks)
-	msg, err := restProgram(cfg)
+	// An adopted init, started before CMD's streams were known, takes
+	// them after the other descriptors.
+	stdio := -1
+	if j.pre != nil {
+		stdio = tasksSlot(cfg) + len(tasks)
+	}
+	msg, err := restProgram(cfg, stdio)
 	if err != nil {
 		return j.failed(asStepError("config", err))
 	}
@@ -431,7 +479,12 @@ func (j *jail) configureRest(cfg *childConfig, cg *cgroup.Cgroup) *StepError {
 		defer unix.Close(fd)
 		fds = append(fds, fd)
 	}
-	return j.send("config_sent", msg, fds, tasks)
+	files := tasks
+	if j.pre != nil {
+		defer j.streams.handedOver()
+		files = append(slices.Clip(tasks), j.streams.files[:]...)
+	}
+	return j.send("config_sent", msg, fds, files)
 }
 
 // configureFinal sends the final part of the program of an init that is
@@ -502,28 +555,18 @@ func holdMountNS(pid int) *os.File {
 	return f
 }
 
-// sendBase sends the first part of the init's program (baseProgram), with
-// CMD's streams for an adopted init: the init builds the base of the jail
-// while the caller prepares the rest. A failure is also kept for await.
-func (j *jail) sendBase(cfg *childConfig) *StepError {
-	adopted := j.pre != nil
-	msg, err := baseProgram(cfg, adopted)
-	if err == nil {
-		var rights []byte
-		if adopted {
-			rights = j.streams.rights()
-		}
-		err = unix.Sendmsg(int(j.sock.Fd()), msg, rights, nil, 0)
-		if err != nil {
-			err = os.NewSyscallError("sendmsg", err)
-		}
-	}
-	if adopted {
-		j.streams.handedOver()
-	}
+// sendBase sends base, the first part of the init's program
+// (baseProgram): the init builds the base of the jail while the caller
+// prepares the rest. An adopted init that has it queued already gets
+// nothing. A failure is also kept for await.
+func (j *jail) sendBase(base []byte) *StepError {
 	j.baseSent = true
-	if err != nil {
-		j.res.setupErr = asStepError("config", err)
+	if j.pre != nil && j.pre.Base != nil {
+		j.mark("base_prestarted")
+		return nil
+	}
+	if err := unix.Sendmsg(int(j.sock.Fd()), base, nil, nil, 0); err != nil {
+		j.res.setupErr = stepError("config", os.NewSyscallError("sendmsg", err))
 	}
 	j.mark("base_sent")
 	return j.res.setupErr

@@ -131,7 +131,7 @@ func (p *Pool) prepare() (*warmJail, error) {
 		return nil, errors.Join(err, w.teardown())
 	}
 	cfg.RunDir, cfg.Seccomp, cfg.Deferred = w.rd.path, p.filters, true
-	w.j, err = startJail(nil, nil, nil, cfg.Network, p.ids, w.cg, false)
+	w.j, err = startJail(nil, nil, nil, cfg.Network, p.ids, w.cg, nil)
 	if err == nil {
 		if se := w.j.configure(cfg, w.cg); se != nil {
 			err = se

@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// step is one decoded op of an encoded program: its operation's name
-// (the second of its strings, as the init reports it) and arguments.
+// step is one decoded op of an encoded program: its stage, operation's
+// name and path (its first three strings, as the init reports them) and
+// arguments.
 type step struct {
-	op   string
-	a, b uint64
+	stage, op, path string
+	a, b            uint64
 }
 
 // decodeProgram reads an encoded program (jailinit.h): "NBI1", u32 count,
@@ -31,8 +32,13 @@ func decodeProgram(t *testing.T, msg []byte) []step {
 		q = q[24:]
 		for i := range nstr {
 			l := le.LittleEndian.Uint32(q[:4])
-			if i == 1 {
+			switch i {
+			case 0:
+				s.stage = string(q[4 : 4+l])
+			case 1:
 				s.op = string(q[4 : 4+l])
+			case 2:
+				s.path = string(q[4 : 4+l])
 			}
 			q = q[4+l+1:]
 		}
@@ -77,16 +83,22 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	drop := []string{"write tasks", "setgroups", "setresgid", "setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp", "seccomp", "sync", "execve"}
 
 	cfg := testConfig()
-	base, err := baseProgram(cfg, false)
+	base, err := baseProgram(cfg)
 	require.NoError(t, err)
 	b := ops(decodeProgram(t, base))
 	assert.Contains(t, b, "setns", "the network namespace is joined in the base")
 	assert.Equal(t, "recvmsg", b[len(b)-1])
 
-	rest, err := restProgram(cfg)
+	rest, err := restProgram(cfg, -1)
 	require.NoError(t, err)
 	r := ops(decodeProgram(t, rest))
 	assert.Equal(t, "recvmsg", r[len(r)-1], "the rest waits for the final part")
+	assert.NotContains(t, r, "dup3", "no streams to take")
+	withStdio, err := restProgram(cfg, 1)
+	require.NoError(t, err)
+	ws := decodeProgram(t, withStdio)
+	require.Equal(t, "dup3", ws[1].op, "an adopted init takes CMD's streams first")
+	assert.Equal(t, uint64(1), ws[1].a, "from the slot after the workspace's")
 	for _, op := range []string{"execve", "seccomp", "capset", "argv", "write tasks"} {
 		assert.NotContains(t, r, op)
 	}
@@ -114,7 +126,7 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	// command, the policy's filter (the second) only after it.
 	cfg = testConfig()
 	cfg.Deferred, cfg.CgroupTasks = true, 5
-	deferred, err := restProgram(cfg)
+	deferred, err := restProgram(cfg, -1)
 	require.NoError(t, err)
 	ds := decodeProgram(t, deferred)
 	d := ops(ds)
@@ -140,7 +152,40 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	// With the host's network, no namespace to join.
 	cfg = testConfig()
 	cfg.Network = true
-	base, err = baseProgram(cfg, false)
+	base, err = baseProgram(cfg)
 	require.NoError(t, err)
 	assert.NotContains(t, ops(decodeProgram(t, base)), "setns")
+}
+
+// The base of the program depends only on the host, the state dir and
+// the ids, so that `neonbox-ns exec` can queue an earlier run's before
+// it knows its own run: not on the command, its streams or terminal, the
+// run dir, the filters or the policy's binds, which the rest takes.
+func TestBaseIsTheSameForEveryRun(t *testing.T) {
+	want, err := baseProgram(testConfig())
+	require.NoError(t, err)
+	cfg := testConfig()
+	cfg.Argv, cfg.Env, cfg.Cwd = []string{"sh", "-c", "exit 3"}, []string{"A=1"}, "/ws/sub"
+	cfg.RunDir = "/state/runs/fedcba9876543210"
+	cfg.Seccomp = [][]byte{make([]byte, 24)}
+	cfg.DevPts = true
+	cfg.Binds = []bind{{Path: "/opt/tools", ReadOnly: true}, {Path: "/srv/cache"}}
+	cfg.ReadOnlyWorkspace = true
+	got, err := baseProgram(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	rest, err := restProgram(cfg, -1)
+	require.NoError(t, err)
+	var binds, devpts int
+	for _, s := range decodeProgram(t, rest) {
+		switch {
+		case s.stage == "binds":
+			binds++
+		case s.op == "mount devpts":
+			devpts++
+		}
+	}
+	assert.Positive(t, binds, "the policy's binds are in the rest")
+	assert.Equal(t, 1, devpts, "devpts is mounted by the rest")
 }

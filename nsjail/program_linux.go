@@ -60,25 +60,25 @@ func tasksSlot(cfg *childConfig) int {
 	return 0
 }
 
-// The init gets its program in parts. The base part builds what does not
-// depend on the run's state: the new root with the host's directories,
-// /dev, /tmp and /proc. The rest mounts the workspace from the run dir
-// and pivots; the final part brings the command, joins the cgroup, drops
-// every privilege (loading the seccomp filters) and execs. The parent
-// makes the run dir while the init builds the base, and the cgroup while
-// it runs the rest. A deferred init (a Pool's) gets the rest and the
-// final part in one message and waits for its command in between.
+// The init gets its program in parts. The base part builds what depends
+// neither on the run nor on its policy, only on the host and the state
+// dir: the new root with the host's directories, /dev, /tmp and /proc.
+// `neonbox-ns exec` queues the base of an earlier run before its Go
+// runtime starts (jailinit.BaseFile), so that the init builds it
+// meanwhile. The rest takes CMD's streams (an init started before they
+// were known), finishes /dev, binds the policy's directories, mounts the
+// workspace from the run dir and pivots; the final part brings the
+// command, joins the cgroup, drops every privilege (loading the seccomp
+// filters) and execs. The parent makes the run dir while the init builds
+// the base, and the cgroup while it runs the rest. A deferred init (a
+// Pool's) gets the rest and the final part in one message and waits for
+// its command in between.
 
-// baseProgram is the first part of what the init runs for cfg. With
-// stdio, the init first takes CMD's streams from the message's
-// descriptors (an init started before they were known).
-func baseProgram(cfg *childConfig, stdio bool) ([]byte, error) {
+// baseProgram is the first part of what the init runs for cfg.
+func baseProgram(cfg *childConfig) ([]byte, error) {
 	var p jailinit.Program
 	p.Stage("config")
 	p.Mark()
-	if stdio {
-		p.Stdio(0)
-	}
 	buildBase(&p, cfg)
 	// The network namespace (made long before by the process that
 	// forked pid 1) is joined here, while the parent still prepares,
@@ -96,9 +96,10 @@ func baseProgram(cfg *childConfig, stdio bool) ([]byte, error) {
 
 // restProgram is the second part. It comes with the idmapped workspace
 // (when cfg.WorkspaceFD); for a deferred init, which it takes to its
-// execve, with cfg.CgroupTasks tasks files too (tasksSlot). Any other
-// init waits for finalProgram.
-func restProgram(cfg *childConfig) ([]byte, error) {
+// execve, with cfg.CgroupTasks tasks files too (tasksSlot); with stdio
+// (slot >= 0), CMD's three streams from that slot on. Any other init
+// waits for finalProgram.
+func restProgram(cfg *childConfig, stdio int) ([]byte, error) {
 	last, err := lastCap()
 	if err != nil {
 		return nil, stepError("credentials", err)
@@ -110,6 +111,9 @@ func restProgram(cfg *childConfig) ([]byte, error) {
 	var p jailinit.Program
 	p.Stage("rest")
 	p.Mark()
+	if stdio >= 0 {
+		p.Stdio(stdio)
+	}
 	finishRoot(&p, cfg)
 	// All that does not depend on the command, the cgroup or the
 	// filters is done before they come: for a deferred init the
@@ -224,14 +228,26 @@ func buildBase(p *jailinit.Program, cfg *childConfig) {
 	for _, f := range cfg.Masked {
 		p.Bind("/dev/null", filepath.Join(root, f), unix.MOUNT_ATTR_RDONLY, true)
 	}
-	buildDev(p, filepath.Join(root, "dev"), cfg.DevPts)
+	buildDev(p, filepath.Join(root, "dev"))
 	p.Stage("tmp")
 	tmp := filepath.Join(root, "tmp")
 	p.Mount("tmpfs", tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
 	home := filepath.Join(tmp, "home")
 	p.Mkdir(home, 0o700)
 	p.Lchown(home, cfg.UID, cfg.GID)
-	// Policy binds come after /tmp and /dev so that those do not hide them.
+	// proc must be mounted while the host's /proc is still visible: the
+	// kernel only lets a user namespace mount procfs where it could see
+	// a full proc mount already (fs/namespace.c, mount_too_revealing).
+	mountProc(p, filepath.Join(root, "proc"))
+}
+
+// finishRoot finishes /dev, binds the policy's directories, mounts the
+// workspace in the new root and pivots into it.
+func finishRoot(p *jailinit.Program, cfg *childConfig) {
+	root := cfg.RootMount
+	finishDev(p, filepath.Join(root, "dev"), cfg.DevPts)
+	// After /tmp and /dev, so that those do not hide them (a policy's
+	// binds cannot be under /proc: policies.Validate).
 	p.Stage("binds")
 	for _, b := range cfg.Binds {
 		dst := filepath.Join(root, b.Path)
@@ -242,15 +258,6 @@ func buildBase(p *jailinit.Program, cfg *childConfig) {
 		}
 		p.Bind(b.Path, dst, attrs, true)
 	}
-	// proc must be mounted while the host's /proc is still visible: the
-	// kernel only lets a user namespace mount procfs where it could see
-	// a full proc mount already (fs/namespace.c, mount_too_revealing).
-	mountProc(p, filepath.Join(root, "proc"))
-}
-
-// finishRoot mounts the workspace in the new root and pivots into it.
-func finishRoot(p *jailinit.Program, cfg *childConfig) {
-	root := cfg.RootMount
 	p.Stage("workspace")
 	mountWorkspace(p, cfg, root)
 	p.Stage("rootfs")
@@ -359,8 +366,8 @@ func mountDeferredWorkspace(p *jailinit.Program, cfg *childConfig) {
 }
 
 // buildDev makes a minimal /dev: a few host device nodes bound in, the
-// usual symlinks, a private /dev/shm and, for terminals, a private devpts.
-func buildDev(p *jailinit.Program, dev string, pts bool) {
+// usual symlinks and a private /dev/shm; finishDev the rest.
+func buildDev(p *jailinit.Program, dev string) {
 	p.Stage("dev")
 	p.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k")
 	for _, n := range devNodes {
@@ -372,16 +379,20 @@ func buildDev(p *jailinit.Program, dev string, pts bool) {
 		{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
 		{"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
 	}
-	if pts {
-		links = append(links, [2]string{"ptmx", "pts/ptmx"})
-	}
 	for _, l := range links {
 		p.Symlink(l[1], filepath.Join(dev, l[0]))
 	}
 	shm := filepath.Join(dev, "shm")
 	p.Mkdir(shm, 0o1777)
 	p.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+}
+
+// finishDev gives /dev, for terminals (pts), a private devpts, and makes
+// it read-only.
+func finishDev(p *jailinit.Program, dev string, pts bool) {
+	p.Stage("dev")
 	if pts {
+		p.Symlink("pts/ptmx", filepath.Join(dev, "ptmx"))
 		dir := filepath.Join(dev, "pts")
 		p.Mkdir(dir, 0o755)
 		p.Mount("devpts", dir, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")

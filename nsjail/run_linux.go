@@ -78,19 +78,10 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return <-cgMade
 	})
 
-	// Where the jail can be born before its cgroup exists (no unified
-	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
-	// its program), it starts now and its start overlaps with all that
-	// follows; it may even have started before this process's Go
-	// runtime did (the neonbox-ns CLI's exec). On v2 it is cloned into
-	// the cgroup (CLONE_INTO_CGROUP), so the cgroup comes first; with
-	// --disk the run dir is a tmpfs mounted below, which a jail started
-	// before would not see.
+	// Whether the jail starts before its cgroup exists (below).
+	early := !cgroup.Unified() && o.DiskBytes == 0
 	var j *jail
-	var spawnErr error
-	if !cgroup.Unified() && o.DiskBytes == 0 {
-		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil, true)
-	}
+	var base []byte // the base of the init's program
 
 	r := &Receipt{
 		ID:          id,
@@ -126,6 +117,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		if !r.Phases.TeardownHandedOver {
 			r.cleanUp(cg, rd, released)
 		}
+		if j != nil && j.writeBase {
+			// For the next run's prestarted init (the CLI's).
+			if err := writePrestartBase(o.StateDir, base); err != nil {
+				log.Debug("prestart base", "err", err)
+			}
+		}
 		r.TotalMS = ms(time.Since(t0))
 		r.Phases.ParentPeakRSSKiB = peakRSS()
 		if !tFinished.IsZero() {
@@ -141,29 +138,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	defer killUnhanded()
 
-	if j != nil {
-		r.Warnings = append(r.Warnings, j.warnings...)
-	}
-	if spawnErr != nil {
-		r.sandboxError(asStepError("spawn", spawnErr))
-		r.RollbackPerformed = true
-		return r, nil
-	}
-	cfg, err := jailConfig(&o, ids)
-	if err != nil {
-		r.sandboxError(stepError("state", err))
-		return r, nil
-	}
-	cfg.Argv, cfg.Env, cfg.Cwd = o.Command, env, o.Cwd
-	cfg.DevPts = anyTerminal(o.Stdin, o.Stdout, o.Stderr)
-	if j != nil {
-		// The init builds the base of the jail meanwhile; a failure
-		// is reported by await.
-		_ = j.sendBase(cfg)
-	}
 	// The run dir first (by its owner file, a later run finds and
 	// removes what this one leaves if it is killed), then the cgroup,
-	// made by a goroutine meanwhile.
+	// made by a goroutine meanwhile. The jail waits for its run dir on
+	// the way to the rest of its program, which mounts the workspace:
+	// so fill comes only once the workspace is locked and whole.
 	startSide := func() *StepError {
 		var err error
 		if rd, err = reserveRunDir(o.StateDir, id); err != nil {
@@ -180,13 +159,43 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}()
 		return nil
 	}
-	if j == nil {
-		// The jail is started once the cgroup exists: made while the
-		// workspace is locked and checked.
-		if se := startSide(); se != nil {
-			r.sandboxError(se)
+	if se := startSide(); se != nil {
+		r.sandboxError(se)
+		return r, nil
+	}
+	cfg, err := jailConfig(&o, ids)
+	if err != nil {
+		r.sandboxError(stepError("state", err))
+		return r, nil
+	}
+	cfg.Argv, cfg.Env, cfg.Cwd = o.Command, env, o.Cwd
+	cfg.DevPts = anyTerminal(o.Stdin, o.Stdout, o.Stderr)
+	if base, err = baseProgram(cfg); err != nil {
+		r.sandboxError(asStepError("config", err))
+		return r, nil
+	}
+	// Where the jail can be born before its cgroup exists (no unified
+	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
+	// its program), it starts now and its start overlaps with all that
+	// follows; it may even have started before this process's Go
+	// runtime did, and built the base already (the neonbox-ns CLI's
+	// exec). On v2 it is cloned into the cgroup (CLONE_INTO_CGROUP), so
+	// the cgroup comes first; with --disk the run dir is a tmpfs mounted
+	// below, which a jail started before would not see.
+	if early {
+		var spawnErr error
+		j, spawnErr = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, nil, base)
+		if j != nil {
+			r.Warnings = append(r.Warnings, j.warnings...)
+		}
+		if spawnErr != nil {
+			r.sandboxError(asStepError("spawn", spawnErr))
+			r.RollbackPerformed = true
 			return r, nil
 		}
+		// The init builds the base of the jail meanwhile; a failure
+		// is reported by await.
+		_ = j.sendBase(base)
 	}
 
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace)
@@ -206,24 +215,16 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("recover", err))
 		return r, nil
 	}
-	if j != nil {
-		// A jail already started waits for its run dir, on the way
-		// to the rest of its program, which mounts the workspace: so
-		// only once the workspace is locked and whole.
-		if se := startSide(); se != nil {
-			r.sandboxError(se)
-			return r, nil
-		}
-	}
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
 	cfg.RunDir = rd.path
-	early := j != nil // started before its cgroup: the rest now, the final part later
 	if early {
-		// The init mounts the workspace and pivots while the cgroup
-		// is made and the filters read; a failure is reported by await.
+		// Started before its cgroup: the rest now, the final part
+		// later. The init mounts the workspace and pivots while the
+		// cgroup is made and the filters read; a failure is reported
+		// by await.
 		_ = j.configureRest(cfg, nil)
 	}
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
@@ -242,9 +243,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 	cg := m.cg
-	if j == nil {
+	if !early {
 		// Born in its v2 cgroup, and after a --disk run dir's mount.
-		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, false); err != nil {
+		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, nil); err != nil {
 			r.sandboxError(asStepError("spawn", err))
 			r.RollbackPerformed = true
 			return r, nil

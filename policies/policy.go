@@ -42,7 +42,8 @@ const (
 // Capabilities lists every capability, in order.
 var Capabilities = []Capability{FSWrite, Subprocess, Network}
 
-// Binds are host directories made visible in the jail at the same path.
+// Binds are host directories made visible in the jail at the same path
+// (none under /proc, which is the jail's own).
 type Binds struct {
 	ReadOnly  []string `json:"read_only,omitempty"`
 	ReadWrite []string `json:"read_write,omitempty"`

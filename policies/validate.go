@@ -184,6 +184,8 @@ func checkBind(p string) string {
 		return fmt.Sprintf("%q is not a clean path (no .., no trailing /)", p)
 	case p == "/":
 		return "binding / would show the whole host"
+	case p == "/proc" || strings.HasPrefix(p, "/proc/"):
+		return fmt.Sprintf("%q is under /proc, which is the jail's own", p)
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {

@@ -84,9 +84,10 @@ enum ji_code {
  * ji_args gives a constructor the process's arguments under musl, which
  * passes constructors none (glibc passes argc, argv and envp): it reads
  * them from /proc/self/cmdline, as far as JI_ARGS_MAX arguments in 4 KiB
- * (the constructors look at the first two), and returns their count.
+ * (the init's constructor looks at the first two, the prestart's for
+ * exec's --state-dir too), and returns their count.
  */
-#define JI_ARGS_MAX 8
+#define JI_ARGS_MAX 64
 #ifndef __GLIBC__
 int ji_args(char ***out);
 #endif

@@ -1,10 +1,12 @@
 // Runs in neonbox-ns itself, on the host, not in a jail: before the Go
 // runtime starts, `neonbox-ns exec` starts the jail's init, with its
 // first program (the spawn program, which package nsjail builds: see
-// prestart_program.h) already queued. The init forks pid 1 in the jail's
-// namespaces, maps its ids and reports its pid, while the Go runtime
-// starts and the command line and policy are read, which take longer
-// than all of that.
+// prestart_program.h) already queued, and after it, where the state dir
+// has one, the base of the jail's program as the last run wrote it. The
+// init forks pid 1 in the jail's namespaces, maps its ids, reports its
+// pid and builds the base of the jail's root, while the Go runtime starts
+// and the command line and policy are read, which take longer than all
+// of that.
 //
 // A binary opts in by defining neonbox_prestart_cmd (the neonbox-ns CLI:
 // "exec"): the init is prestarted when argv[1] is that subcommand. Go
@@ -27,7 +29,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +54,62 @@ const unsigned char *ji_spawn_program(int rootful, size_t *len)
 }
 
 static struct ji_prestarted prestarted = {.pid = -1, .sock = -1};
+
+// The base of the jail's program (nsjail's baseProgram) that an earlier
+// run with the same state dir built (nsjail writes it to JI_BASE_FILE):
+// queued right after the spawn program, the init builds the base of the
+// jail while the Go runtime starts. Go checks that it is the base it
+// would have sent, byte for byte, before it adopts the init.
+static unsigned char base[JI_MAX_BASE];
+
+// state_dir is the state dir of exec's command line (argv[1] is exec):
+// the value of its --state-dir flag before "--", else root's default.
+// A guess that can only cost time: Go compares what the init ran.
+static const char *state_dir(int argc, char **argv)
+{
+	const char *dir = JI_DEFAULT_STATE_DIR;
+	for (int i = 2; i < argc && argv[i] && strcmp(argv[i], "--"); i++) {
+		const char *a = argv[i];
+		if (a[0] == '-' && a[1] == '-')
+			a++;
+		if (!strcmp(a, "-state-dir") && i + 1 < argc && argv[i + 1])
+			dir = argv[++i];
+		else if (!strncmp(a, "-state-dir=", 11))
+			dir = a + 11;
+	}
+	return dir;
+}
+
+// read_base reads the base of the state dir of argv into base and returns
+// its length, or 0: none, or one that another user than this process's
+// could have written (this is root's: the init is root in its namespaces).
+static size_t read_base(int argc, char **argv)
+{
+	char path[4096];
+	int n = snprintf(path, sizeof(path), "%s/%s", state_dir(argc, argv), JI_BASE_FILE);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return 0;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	size_t len = 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022) &&
+	    st.st_size > 0 && (size_t)st.st_size <= sizeof(base)) {
+		while (len < (size_t)st.st_size) {
+			ssize_t r = read(fd, base + len, (size_t)st.st_size - len);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			len += (size_t)r;
+		}
+		if (len != (size_t)st.st_size)
+			len = 0;
+	}
+	close(fd);
+	return len;
+}
 
 int ji_take_prestarted(struct ji_prestarted *out)
 {
@@ -146,7 +206,7 @@ int ji_take_teardown(void)
 	return sock;
 }
 
-static void prestart_init(void)
+static void prestart_init(int argc, char **argv)
 {
 	int pair[2], tdp[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
@@ -173,9 +233,13 @@ static void prestart_init(void)
 	// With stdin, stdout or stderr closed, the socket would take its
 	// number, and the init's stream would be the socket.
 	// The init reads its spawn program first: queue it.
-	size_t len;
+	size_t len, base_len = 0;
 	const unsigned char *prog = ji_spawn_program(rootful, &len);
 	if (pair[0] > 2 && pair[1] > 2 && send(pair[0], prog, len, MSG_NOSIGNAL) == (ssize_t)len) {
+		if (rootful && (base_len = read_base(argc, argv)) > 0 &&
+		    send(pair[0], base, base_len, MSG_NOSIGNAL) != (ssize_t)base_len)
+			base_len = 0; // the init then fails on what it got: not adopted
+
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();
 		if (pid == 0)
@@ -197,6 +261,8 @@ static void prestart_init(void)
 		.sock = pair[0],
 		.rootful = rootful,
 		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+		.base = base_len > 0 ? base : NULL,
+		.base_len = base_len,
 	};
 }
 
@@ -208,7 +274,7 @@ __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv,
 	(void)envp;
 	if (!neonbox_prestart_cmd || !wanted(argc, argv))
 		return;
-	prestart_init();
+	prestart_init(argc, argv);
 }
 #else
 __attribute__((constructor)) static void neonbox_prestart(void)
@@ -219,6 +285,6 @@ __attribute__((constructor)) static void neonbox_prestart(void)
 	int argc = ji_args(&argv);
 	if (!wanted(argc, argv))
 		return;
-	prestart_init();
+	prestart_init(argc, argv);
 }
 #endif

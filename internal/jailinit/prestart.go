@@ -20,7 +20,23 @@ type Prestarted struct {
 	Sock    *os.File
 	Rootful bool
 	At      int64 // CLOCK_MONOTONIC just before it was started, in ns
+	// Base is the base of the jail's program queued for it after the
+	// spawn program, from the state dir's BaseFile, or nil: the init
+	// builds it without waiting for Go.
+	Base []byte
 }
+
+// BaseFile is the file in the state dir whose bytes `neonbox-ns exec`
+// queues as the base of its prestarted init's program: package nsjail
+// writes the base it sends there.
+const BaseFile = C.JI_BASE_FILE
+
+// RootStateDir is the state dir the prestart assumes for root when exec's
+// command line names none (package nsjail's DefaultStateDir).
+const RootStateDir = C.JI_DEFAULT_STATE_DIR
+
+// MaxBase is the longest base the prestart reads from BaseFile.
+const MaxBase = C.JI_MAX_BASE
 
 // TakePrestarted returns the prestarted init, once. It is nil in a binary
 // that does not ask for one (see prestart.c), after the first call, and
@@ -30,12 +46,16 @@ func TakePrestarted() *Prestarted {
 	if C.ji_take_prestarted(&p) == 0 {
 		return nil
 	}
-	return &Prestarted{
+	pre := &Prestarted{
 		Pid:     int(p.pid),
 		Sock:    os.NewFile(uintptr(p.sock), "neonbox-sync"),
 		Rootful: p.rootful != 0,
 		At:      int64(p.at),
 	}
+	if p.base != nil {
+		pre.Base = C.GoBytes(unsafe.Pointer(p.base), C.int(p.base_len))
+	}
+	return pre
 }
 
 // PrestartProgram is the spawn program compiled into the prestarting C

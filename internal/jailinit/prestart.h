@@ -12,7 +12,18 @@ struct ji_prestarted {
 	int sock;    /* this end of its sync socket */
 	int rootful; /* its program is the one for neonbox-ns run as root */
 	int64_t at;  /* CLOCK_MONOTONIC just before it was started, in ns */
+	/* the base of the program queued after the spawn program (prestart.c),
+	 * or NULL */
+	const unsigned char *base;
+	size_t base_len;
 };
+
+/* Where `neonbox-ns exec` finds the base to queue, in the state dir, and
+ * the state dir it assumes without --state-dir (root's: package nsjail's
+ * DefaultStateDir). */
+#define JI_BASE_FILE "prestart-base"
+#define JI_DEFAULT_STATE_DIR "/var/lib/neonbox"
+#define JI_MAX_BASE (64 << 10)
 
 /* The spawn program compiled in (prestart_program.h) for neonbox-ns run
  * as root or not; its length in *len. */
