@@ -206,7 +206,7 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		first := &child{pid: proc.Pid}
 		_ = proc.Release()
 		j.learnPid()
-		j.supervise(first, nil)
+		j.supervise(first)
 	}()
 	if err := <-started; err != nil {
 		parentEnd.Close()
@@ -224,38 +224,24 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 // AdoptPrestarted has taken it.
 var prestarted struct {
 	sync.Mutex
-	j     *jail
-	probe chan *cgroup.Host
+	j *jail
 }
 
 // AdoptPrestarted takes the jail's init that this binary started before
-// its Go runtime (the neonbox-ns CLI's exec: see internal/jailinit), learns
-// its pid and keeps it for the next Run; and probes the host's cgroups
-// for that Run. Called first thing in main, all this overlaps with the
-// reading of the command line and policy. Without a prestarted init it
-// does nothing; Run takes one even if this was not called.
-func AdoptPrestarted() { adoptPrestarted(true) }
-
-func adoptPrestarted(probe bool) {
+// its Go runtime (the neonbox-ns CLI's exec: see internal/jailinit),
+// learns its pid and keeps it for the next Run. Without a prestarted
+// init it does nothing; Run takes one even if this was not called.
+//
+// (The survey of the host's directories and the cgroup probe, which Run
+// needs, are not started here: a goroutine doing them beside main
+// competes for the CPUs with main and with the init, which builds the
+// base of the jail meanwhile, and made Run 0.2 ms slower.)
+func AdoptPrestarted() {
 	prestarted.Lock()
 	defer prestarted.Unlock()
-	pre := jailinit.TakePrestarted()
-	if pre == nil {
-		return
+	if pre := jailinit.TakePrestarted(); pre != nil {
+		prestarted.j = adoptJail(pre)
 	}
-	// The survey of the host's system directories, which Run needs
-	// first, and the cgroup probe, which it needs later, run in the
-	// goroutine that waits for the init: they depend on nothing Run does.
-	var then func()
-	if probe {
-		c := make(chan *cgroup.Host, 1)
-		then = func() {
-			hostView()
-			c <- cgroup.Probe()
-		}
-		prestarted.probe = c
-	}
-	prestarted.j = adoptJail(pre, then)
 }
 
 // writePrestartBase writes base to the state dir's jailinit.BaseFile,
@@ -285,7 +271,7 @@ func writePrestartBase(stateDir string, base []byte) error {
 
 // takePrestarted returns the adopted prestarted init, once, or nil.
 func takePrestarted() *jail {
-	adoptPrestarted(false)
+	AdoptPrestarted()
 	prestarted.Lock()
 	defer prestarted.Unlock()
 	j := prestarted.j
@@ -300,24 +286,10 @@ func (j *jail) failedToSpawn() bool {
 	return j.proc == nil
 }
 
-// probeCgroups is cgroup.Probe, or what AdoptPrestarted probed, once.
-func probeCgroups() *cgroup.Host {
-	prestarted.Lock()
-	probe := prestarted.probe
-	prestarted.probe = nil
-	prestarted.Unlock()
-	if probe != nil {
-		return <-probe
-	}
-	return cgroup.Probe()
-}
-
 // adoptJail takes the prestarted init as a jail's. It has run its spawn
 // program: its pid is queued, and its ids are mapped by then; it gets its
-// streams with the base of its program (sendBase). The goroutine that
-// waits for it runs then, if not nil: one goroutine less to start (a
-// thread, at this point) on the caller's way.
-func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
+// streams with the rest of its program (configureRest).
+func adoptJail(pre *jailinit.Prestarted) *jail {
 	j := newJail(pre.Sock, nil)
 	j.pre = pre
 	adopted := monotonic()
@@ -334,7 +306,7 @@ func adoptJail(pre *jailinit.Prestarted, then func()) *jail {
 	// Its pid has been waiting since long before the Go runtime was
 	// up: read at once, not by a goroutine that may wait for a CPU.
 	j.learnPid()
-	go j.supervise(first, then)
+	go j.supervise(first)
 	return j
 }
 
@@ -352,13 +324,9 @@ func (j *jail) learnPid() {
 	close(j.spawned)
 }
 
-// supervise runs then (if not nil) and waits for the jail to end, once
-// learnPid has run. first is the process started in this process's
-// namespaces.
-func (j *jail) supervise(first *child, then func()) {
-	if then != nil {
-		then()
-	}
+// supervise waits for the jail to end, once learnPid has run. first is
+// the process started in this process's namespaces.
+func (j *jail) supervise(first *child) {
 	// The first process exits once it has forked pid 1 (and made the
 	// network namespace): reaped now, it is no zombie for the run.
 	state := first.wait()

@@ -152,7 +152,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		go func() {
 			var m made
 			var err error
-			if m.cg, m.ci, err = newCgroup(&o, log, probeCgroups(), id); err != nil {
+			if m.cg, m.ci, err = newCgroup(&o, log, cgroup.Probe(), id); err != nil {
 				m.se = stepError("cgroup", err)
 			}
 			cgMade <- m
