@@ -136,7 +136,8 @@ func (c *Cgroup) Add(pid int) error {
 // needs no such lock (kernel/cgroup/cgroup.c, cgroup_procs_write_start).
 // The kernel checks the permission with the credentials the files were
 // opened with, so they work in a process that could not open them.
-// The caller closes the files.
+// The memory hierarchy's comes first, where it is mounted. The caller
+// closes the files.
 func (c *Cgroup) OpenTasks() ([]*os.File, error) {
 	if c.version != V1 {
 		return nil, nil

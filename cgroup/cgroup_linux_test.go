@@ -220,6 +220,9 @@ func TestOpenTasksLetsAThreadJoin(t *testing.T) {
 			f.Close()
 		}
 	}()
+	if d := c.dir("memory"); d != "" {
+		assert.Equal(t, filepath.Join(d, "tasks"), files[0].Name(), "memory's first")
+	}
 	// The shell writes "0" to each tasks file it was handed (fds 3 and
 	// on), then execs: the new program is in the run's cgroup.
 	script := fmt.Sprintf(`for fd in $(seq 3 %d); do eval "echo 0 >&$fd"; done; exec cat /proc/self/cgroup`, 2+len(files))

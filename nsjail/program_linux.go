@@ -138,10 +138,21 @@ func restProgram(cfg *childConfig, stdio int) ([]byte, error) {
 	// are written for the command, not for the init's handling of it.
 	own, policy := cfg.Seccomp[:1], cfg.Seccomp[1:]
 	dropPrivileges(&p, cfg, own)
+	// The v1 hierarchies but memory's (the first tasks file:
+	// cgroup.OpenTasks) are joined before the call too: the init only
+	// waits, and what it does for the call is charged to no limit that
+	// matters; memory comes after the call, so that the init's own
+	// pages are not (a charge is taken in batches of 256 KiB per CPU).
+	tasks, n := tasksSlot(cfg), cfg.CgroupTasks
+	if n > 1 {
+		p.Stage("cgroup")
+		p.JoinCgroup(tasks+1, n-1)
+		n = 1
+	}
 	p.Stage("call")
 	p.AwaitCall()
 	p.Mark()
-	finishExec(&p, cfg, tasksSlot(cfg), false, policy)
+	finishExec(&p, cfg, tasks, n, false, policy)
 	return p.Encode()
 }
 
@@ -158,15 +169,15 @@ func finalProgram(cfg *childConfig) ([]byte, error) {
 	p.Argv(cfg.Argv)
 	p.Env(cfg.Env)
 	p.Cwd(cfg.Cwd)
-	finishExec(&p, cfg, 0, true, cfg.Seccomp)
+	finishExec(&p, cfg, 0, cfg.CgroupTasks, true, cfg.Seccomp)
 	return p.Encode()
 }
 
 // finishExec takes the init from its command to execve, dropping every
 // privilege on the way with drop (a deferred init has before its call),
-// and loading filters last: the cgroup's tasks files are in descriptor
-// slots tasks on.
-func finishExec(p *jailinit.Program, cfg *childConfig, tasks int, drop bool, filters [][]byte) {
+// and loading filters last: the n cgroup tasks files it joins are in
+// descriptor slots tasks on.
+func finishExec(p *jailinit.Program, cfg *childConfig, tasks, n int, drop bool, filters [][]byte) {
 	p.Stage("cwd")
 	p.Chdir()
 	p.Stage("exec")
@@ -176,9 +187,9 @@ func finishExec(p *jailinit.Program, cfg *childConfig, tasks int, drop bool, fil
 	// so that the init's own setup is not charged to the run: the
 	// init's thread joins the v1 cgroup and takes CMD in with it at
 	// execve.
-	if cfg.CgroupTasks > 0 {
+	if n > 0 {
 		p.Stage("cgroup")
-		p.JoinCgroup(tasks, cfg.CgroupTasks)
+		p.JoinCgroup(tasks, n)
 		p.Mark()
 	}
 	if drop {
