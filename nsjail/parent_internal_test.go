@@ -18,13 +18,9 @@ import (
 // missing host directory) and the path it fails on.
 func failingBase(t *testing.T) (*childConfig, idPlan, string) {
 	t.Helper()
-	testutil.RequireRoot(t)
 	testutil.RequireUserNS(t)
-	base := testutil.WorldTraversableTempDir(t)
-	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state")}
-	require.NoError(t, os.Mkdir(o.Workspace, 0o755))
-	ws, ids, err := o.prepare()
-	require.NoError(t, err)
+	o, ws, ids := preparedRun(t, 0o755)
+	base := filepath.Dir(o.Workspace)
 	rd, err := createRunDir(o.StateDir, newRunID(), o.Workspace, ids, &ws, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, rd.remove()) })
@@ -36,6 +32,20 @@ func failingBase(t *testing.T) (*childConfig, idPlan, string) {
 	cfg.Argv, cfg.Cwd, cfg.RunDir, cfg.Seccomp = o.Command, o.Workspace, rd.path, filters
 	cfg.ReadOnly = append(slices.Clip(cfg.ReadOnly), missing)
 	return cfg, ids, filepath.Join(cfg.RootMount, missing)
+}
+
+// preparedRun returns the options of a run of true over a fresh
+// workspace with mode and a fresh state dir, prepared, with the
+// workspace root's stat and the run's ids.
+func preparedRun(t *testing.T, mode os.FileMode) (Options, unix.Stat_t, idPlan) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	base := testutil.WorldTraversableTempDir(t)
+	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state")}
+	require.NoError(t, os.Mkdir(o.Workspace, mode))
+	ws, ids, err := o.prepare()
+	require.NoError(t, err)
+	return o, ws, ids
 }
 
 func mustBase(t *testing.T, cfg *childConfig) []byte {

@@ -19,12 +19,7 @@ import (
 // the workspace root and the spare's path.
 func spareFixture(t *testing.T) (Options, unix.Stat_t, idPlan, string) {
 	t.Helper()
-	testutil.RequireRoot(t)
-	base := testutil.WorldTraversableTempDir(t)
-	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state")}
-	require.NoError(t, os.Mkdir(o.Workspace, 0o750))
-	ws, ids, err := o.prepare()
-	require.NoError(t, err)
+	o, ws, ids := preparedRun(t, 0o750)
 	// A run dir made and filled as a run's, then emptied as the helper
 	// empties it, after the run chmod'ed the root and set an ACL and a
 	// user xattr on it.

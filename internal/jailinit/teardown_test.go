@@ -38,6 +38,16 @@ func fakeRun(t *testing.T) (runDir, cg, shared, outside string) {
 	return runDir, cg, shared, outside
 }
 
+// closeAndWait lets the helper h do its job and reports whether it did
+// all of it.
+func closeAndWait(t *testing.T, h *jailinit.Teardown) bool {
+	t.Helper()
+	require.NoError(t, h.Close())
+	ok, err := h.Wait()
+	require.NoError(t, err)
+	return ok
+}
+
 func startTeardown(t *testing.T) *jailinit.Teardown {
 	h, err := jailinit.StartTeardown()
 	require.NoError(t, err)
@@ -54,9 +64,7 @@ func TestTeardownRemovesItsJob(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	assert.DirExists(t, runDir, "the helper started before Close")
 	assert.DirExists(t, cg, "the helper started before Close")
-	require.NoError(t, h.Close())
-	ok, err := h.Wait()
-	require.NoError(t, err)
+	ok := closeAndWait(t, h)
 	assert.True(t, ok, "the helper did its whole job")
 	assert.NoDirExists(t, runDir)
 	assert.NoDirExists(t, cg)
@@ -110,9 +118,7 @@ func TestTeardownKeepsTheOwnerOfWhatStays(t *testing.T) {
 		require.NoError(t, os.Mkdir(filepath.Join(cg, "child"), 0o755)) // rmdir: ENOTEMPTY
 		h := startTeardown(t)
 		require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
-		require.NoError(t, h.Close())
-		ok, err := h.Wait()
-		require.NoError(t, err)
+		ok := closeAndWait(t, h)
 		assert.False(t, ok)
 		assert.DirExists(t, cg)
 		assert.FileExists(t, filepath.Join(runDir, "owner"))
@@ -127,9 +133,7 @@ func TestTeardownKeepsTheOwnerOfWhatStays(t *testing.T) {
 		t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 		h := startTeardown(t)
 		require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir}))
-		require.NoError(t, h.Close())
-		ok, err := h.Wait()
-		require.NoError(t, err)
+		ok := closeAndWait(t, h)
 		assert.False(t, ok)
 		assert.FileExists(t, filepath.Join(outside, "keep"), "nothing below a mount point is removed")
 		assert.FileExists(t, filepath.Join(runDir, "owner"))
@@ -140,9 +144,7 @@ func TestTeardownKeepsTheOwnerOfWhatStays(t *testing.T) {
 func TestTeardownWithoutAJobExits(t *testing.T) {
 	runDir, cg, _, _ := fakeRun(t)
 	h := startTeardown(t)
-	require.NoError(t, h.Close())
-	ok, err := h.Wait()
-	require.NoError(t, err)
+	ok := closeAndWait(t, h)
 	assert.True(t, ok)
 	assert.DirExists(t, runDir, "nothing was handed over")
 	assert.DirExists(t, cg)
@@ -201,9 +203,7 @@ func TestTeardownRecyclesTheRunDir(t *testing.T) {
 	spare := filepath.Join(spares, filepath.Base(runDir))
 	h := startTeardown(t)
 	require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, Shared: []string{shared}, RunDir: runDir, Spare: spare}))
-	require.NoError(t, h.Close())
-	ok, err := h.Wait()
-	require.NoError(t, err)
+	ok := closeAndWait(t, h)
 	assert.True(t, ok, "the helper did its whole job")
 	assert.NoDirExists(t, runDir)
 	assert.NoDirExists(t, cg)
@@ -241,9 +241,7 @@ func TestTeardownRecyclesOnlyWhatItMay(t *testing.T) {
 			tc.prepare(t, spares, cg)
 			h := startTeardown(t)
 			require.NoError(t, h.Hand(jailinit.TeardownJob{Cgroups: []string{cg}, RunDir: runDir, Spare: spare}))
-			require.NoError(t, h.Close())
-			ok, err := h.Wait()
-			require.NoError(t, err)
+			ok := closeAndWait(t, h)
 			assert.NoDirExists(t, spare)
 			if tc.removed {
 				assert.True(t, ok)
