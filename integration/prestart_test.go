@@ -128,6 +128,30 @@ func TestExecQueuesTheLastRunsBase(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
+	// Not queued, and replaced: a base another build wrote (its header
+	// names another binary), ...
+	other := bytes.Clone(want)
+	other[len(jailinit.BaseMagic)] ^= 0xff
+	require.NoError(t, os.WriteFile(file, other, 0o600))
+	steps, _ = run()
+	assert.Contains(t, steps, "adopted")
+	assert.Contains(t, steps, "base_sent")
+	got, err = os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	// ... a FIFO, which must not block the prestart, ...
+	require.NoError(t, os.Remove(file))
+	require.NoError(t, unix.Mkfifo(file, 0o600))
+	steps, _ = run()
+	assert.Contains(t, steps, "base_sent")
+	// ... and a state dir others may write.
+	require.NoError(t, os.Chmod(e.state, 0o771))
+	steps, _ = run()
+	assert.Contains(t, steps, "base_sent")
+	require.NoError(t, os.Chmod(e.state, 0o711))
+	steps, _ = run()
+	assert.Contains(t, steps, "base_prestarted")
+
 	// Group-writable: not queued, and replaced.
 	require.NoError(t, os.Chmod(file, 0o620))
 	steps, _ = run()

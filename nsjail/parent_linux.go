@@ -245,18 +245,23 @@ func AdoptPrestarted() {
 }
 
 // writePrestartBase writes base to the state dir's jailinit.BaseFile,
-// whole or not at all, for the prestart of the next `neonbox-ns exec`
-// with this state dir (which reads it only if this user owns it and no
-// one else may write it).
+// after this binary's jailinit.BaseHeader, whole or not at all, for the
+// prestart of the next `neonbox-ns exec` with this state dir (which reads
+// it only if this user owns it and the state dir and no one else may
+// write them).
 func writePrestartBase(stateDir string, base []byte) error {
 	if len(base) > jailinit.MaxBase {
 		return fmt.Errorf("a base of %d bytes is longer than the prestart reads", len(base))
+	}
+	header, err := jailinit.BaseHeader()
+	if err != nil {
+		return err
 	}
 	f, err := os.CreateTemp(stateDir, jailinit.BaseFile+".*")
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(base)
+	_, err = f.Write(append(header, base...))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -56,11 +56,32 @@ const unsigned char *ji_spawn_program(int rootful, size_t *len)
 static struct ji_prestarted prestarted = {.pid = -1, .sock = -1};
 
 // The base of the jail's program (nsjail's baseProgram) that an earlier
-// run with the same state dir built (nsjail writes it to JI_BASE_FILE):
-// queued right after the spawn program, the init builds the base of the
-// jail while the Go runtime starts. Go checks that it is the base it
-// would have sent, byte for byte, before it adopts the init.
-static unsigned char base[JI_MAX_BASE];
+// run with the same state dir built (nsjail writes it to JI_BASE_FILE,
+// after ji_base_header): queued right after the spawn program, the init
+// builds the base of the jail while the Go runtime starts. Go checks
+// that it is the base it would have sent, byte for byte, before it
+// adopts the init.
+static unsigned char base[JI_BASE_HEADER + JI_MAX_BASE];
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int ji_base_header(unsigned char out[JI_BASE_HEADER])
+{
+	struct stat st;
+	if (stat("/proc/self/exe", &st) < 0)
+		return -1;
+	memcpy(out, JI_BASE_MAGIC, 4);
+	put64(out + 4, (uint64_t)st.st_dev);
+	put64(out + 12, (uint64_t)st.st_ino);
+	put64(out + 20, (uint64_t)st.st_size);
+	put64(out + 28, (uint64_t)st.st_mtim.tv_sec);
+	put64(out + 36, (uint64_t)st.st_mtim.tv_nsec);
+	return 0;
+}
 
 // state_dir is the state dir of exec's command line (argv[1] is exec):
 // the value of its --state-dir flag before "--", else root's default.
@@ -77,25 +98,41 @@ static const char *state_dir(int argc, char **argv)
 		else if (!strncmp(a, "-state-dir=", 11))
 			dir = a + 11;
 	}
-	return dir;
+	return *dir ? dir : JI_DEFAULT_STATE_DIR; // Go's default for ""
 }
 
-// read_base reads the base of the state dir of argv into base and returns
-// its length, or 0: none, or one that another user than this process's
-// could have written (this is root's: the init is root in its namespaces).
+// owned_by_self reports whether fd is of this process's user and no one
+// else may write it.
+static int owned_by_self(int fd, struct stat *st)
+{
+	return fstat(fd, st) == 0 && st->st_uid == geteuid() && !(st->st_mode & 022);
+}
+
+// read_base reads the base of the state dir of argv and returns its
+// length (from base + JI_BASE_HEADER), or 0: none, one written by another
+// build of neonbox-ns (its header is not this binary's), or one that
+// another user than this process's could have written or swapped in (the
+// init runs it as root of its namespaces): the state dir and the file
+// must be this user's and writable by no one else, the file a regular one
+// (not a FIFO that would block this open).
 static size_t read_base(int argc, char **argv)
 {
-	char path[4096];
-	int n = snprintf(path, sizeof(path), "%s/%s", state_dir(argc, argv), JI_BASE_FILE);
-	if (n < 0 || (size_t)n >= sizeof(path))
-		return 0;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	unsigned char want[JI_BASE_HEADER];
+	if (ji_base_header(want) < 0)
 		return 0;
 	struct stat st;
+	int dir = open(state_dir(argc, argv), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return 0;
+	int fd = -1;
+	if (owned_by_self(dir, &st))
+		fd = openat(dir, JI_BASE_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	close(dir);
+	if (fd < 0)
+		return 0;
 	size_t len = 0;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022) &&
-	    st.st_size > 0 && (size_t)st.st_size <= sizeof(base)) {
+	if (owned_by_self(fd, &st) && S_ISREG(st.st_mode) && st.st_size > JI_BASE_HEADER &&
+	    (size_t)st.st_size <= sizeof(base)) {
 		while (len < (size_t)st.st_size) {
 			ssize_t r = read(fd, base + len, (size_t)st.st_size - len);
 			if (r < 0 && errno == EINTR)
@@ -104,11 +141,11 @@ static size_t read_base(int argc, char **argv)
 				break;
 			len += (size_t)r;
 		}
-		if (len != (size_t)st.st_size)
+		if (len != (size_t)st.st_size || memcmp(base, want, JI_BASE_HEADER) != 0)
 			len = 0;
 	}
 	close(fd);
-	return len;
+	return len > 0 ? len - JI_BASE_HEADER : 0;
 }
 
 int ji_take_prestarted(struct ji_prestarted *out)
@@ -237,7 +274,7 @@ static void prestart_init(int argc, char **argv)
 	const unsigned char *prog = ji_spawn_program(rootful, &len);
 	if (pair[0] > 2 && pair[1] > 2 && send(pair[0], prog, len, MSG_NOSIGNAL) == (ssize_t)len) {
 		if (rootful && (base_len = read_base(argc, argv)) > 0 &&
-		    send(pair[0], base, base_len, MSG_NOSIGNAL) != (ssize_t)base_len)
+		    send(pair[0], base + JI_BASE_HEADER, base_len, MSG_NOSIGNAL) != (ssize_t)base_len)
 			base_len = 0; // the init then fails on what it got: not adopted
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -261,7 +298,7 @@ static void prestart_init(int argc, char **argv)
 		.sock = pair[0],
 		.rootful = rootful,
 		.at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
-		.base = base_len > 0 ? base : NULL,
+		.base = base_len > 0 ? base + JI_BASE_HEADER : NULL,
 		.base_len = base_len,
 	};
 }

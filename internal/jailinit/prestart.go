@@ -6,6 +6,7 @@ package jailinit
 import "C"
 
 import (
+	"errors"
 	"os"
 	"unsafe"
 )
@@ -30,6 +31,20 @@ type Prestarted struct {
 // queues as the base of its prestarted init's program: package nsjail
 // writes the base it sends there.
 const BaseFile = C.JI_BASE_FILE
+
+// BaseMagic begins BaseHeader.
+const BaseMagic = C.JI_BASE_MAGIC
+
+// BaseHeader is what BaseFile starts with, before the base: it names this
+// binary (its device, inode, size and mtime), so that a base written by
+// another build is not queued.
+func BaseHeader() ([]byte, error) {
+	var h [C.JI_BASE_HEADER]C.uchar
+	if C.ji_base_header(&h[0]) < 0 {
+		return nil, errors.New("stat /proc/self/exe failed")
+	}
+	return C.GoBytes(unsafe.Pointer(&h[0]), C.JI_BASE_HEADER), nil
+}
 
 // RootStateDir is the state dir the prestart assumes for root when exec's
 // command line names none (package nsjail's DefaultStateDir).

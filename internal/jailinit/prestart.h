@@ -25,6 +25,15 @@ struct ji_prestarted {
 #define JI_DEFAULT_STATE_DIR "/var/lib/neonbox"
 #define JI_MAX_BASE (64 << 10)
 
+/* JI_BASE_FILE starts with a header that names the binary that wrote it:
+ * JI_BASE_MAGIC, then the device, inode, size and mtime (seconds,
+ * nanoseconds) of /proc/self/exe, each 8 bytes little-endian; a base
+ * another build wrote is not queued. ji_base_header fills out with this
+ * binary's, or returns -1. */
+#define JI_BASE_MAGIC "NBB1"
+#define JI_BASE_HEADER 44
+int ji_base_header(unsigned char out[JI_BASE_HEADER]);
+
 /* The spawn program compiled in (prestart_program.h) for neonbox-ns run
  * as root or not; its length in *len. */
 const unsigned char *ji_spawn_program(int rootful, size_t *len);
