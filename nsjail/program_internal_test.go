@@ -166,9 +166,11 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 }
 
 // The base of the program depends only on the host, the state dir and
-// the ids, so that `neonbox-ns exec` can queue an earlier run's before
-// it knows its own run: not on the command, its streams or terminal, the
-// run dir, the filters or the policy's binds, which the rest takes.
+// the network (no jail with network takes a prestarted init), so that
+// `neonbox-ns exec` can queue an earlier run's before it knows its own
+// run: not on the command, its streams or terminal, the run dir, the
+// filters, the policy's binds or the workspace's owner (HOME's), which
+// the rest takes.
 func TestBaseIsTheSameForEveryRun(t *testing.T) {
 	want, err := baseProgram(testConfig())
 	require.NoError(t, err)
@@ -179,6 +181,7 @@ func TestBaseIsTheSameForEveryRun(t *testing.T) {
 	cfg.DevPts = true
 	cfg.Binds = []bind{{Path: "/opt/tools", ReadOnly: true}, {Path: "/srv/cache"}}
 	cfg.ReadOnlyWorkspace = true
+	cfg.UID, cfg.GID = 1001, 1002 // another workspace owner
 	got, err := baseProgram(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)

@@ -61,12 +61,13 @@ func tasksSlot(cfg *childConfig) int {
 }
 
 // The init gets its program in parts. The base part builds what depends
-// neither on the run nor on its policy, only on the host and the state
-// dir: the new root with the host's directories, /dev, /tmp and /proc.
+// only on the host, the state dir and whether the jail has network: the
+// new root with the host's directories, /dev, /tmp and /proc.
 // `neonbox-ns exec` queues the base of an earlier run before its Go
 // runtime starts (jailinit.BaseFile), so that the init builds it
 // meanwhile. The rest takes CMD's streams (an init started before they
-// were known), finishes /dev, binds the policy's directories, mounts the
+// were known), makes HOME (the workspace owner's), finishes /dev, binds
+// the policy's directories, mounts the
 // workspace from the run dir and pivots; the final part brings the
 // command, joins the cgroup, drops every privilege (loading the seccomp
 // filters) and execs. The parent makes the run dir while the init builds
@@ -138,8 +139,8 @@ func restProgram(cfg *childConfig, stdio int) ([]byte, error) {
 	// are written for the command, not for the init's handling of it.
 	own, policy := cfg.Seccomp[:1], cfg.Seccomp[1:]
 	dropPrivileges(&p, cfg, own)
-	// The v1 hierarchies but memory's (the first tasks file:
-	// cgroup.OpenTasks) are joined before the call too: the init only
+	// The v1 hierarchies but memory's (the first tasks file where it is
+	// mounted: cgroup.OpenTasks) are joined before the call too: the init only
 	// waits, and what it does for the call is charged to no limit that
 	// matters; memory comes after the call, so that the init's own
 	// pages are not (a charge is taken in batches of 256 KiB per CPU).
@@ -241,21 +242,22 @@ func buildBase(p *jailinit.Program, cfg *childConfig) {
 	}
 	buildDev(p, filepath.Join(root, "dev"))
 	p.Stage("tmp")
-	tmp := filepath.Join(root, "tmp")
-	p.Mount("tmpfs", tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
-	home := filepath.Join(tmp, "home")
-	p.Mkdir(home, 0o700)
-	p.Lchown(home, cfg.UID, cfg.GID)
+	p.Mount("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
 	// proc must be mounted while the host's /proc is still visible: the
 	// kernel only lets a user namespace mount procfs where it could see
 	// a full proc mount already (fs/namespace.c, mount_too_revealing).
 	mountProc(p, filepath.Join(root, "proc"))
 }
 
-// finishRoot finishes /dev, binds the policy's directories, mounts the
+// finishRoot makes HOME (owned by the jail's user, the workspace's
+// owner), finishes /dev, binds the policy's directories, mounts the
 // workspace in the new root and pivots into it.
 func finishRoot(p *jailinit.Program, cfg *childConfig) {
 	root := cfg.RootMount
+	p.Stage("tmp")
+	home := filepath.Join(root, jailHome)
+	p.Mkdir(home, 0o700)
+	p.Lchown(home, cfg.UID, cfg.GID)
 	finishDev(p, filepath.Join(root, "dev"), cfg.DevPts)
 	// After /tmp and /dev, so that those do not hide them (a policy's
 	// binds cannot be under /proc: policies.Validate).
