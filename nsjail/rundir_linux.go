@@ -147,8 +147,14 @@ func claimSpare(stateDir, path string) (bool, error) {
 		return false, nil
 	}
 	for _, name := range names {
-		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(spares, name), unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
-		if err != nil {
+		spare := filepath.Join(spares, name)
+		// Now as its mtime, which a rename leaves alone: a sweep
+		// that meets it in runs/ before its owner file takes it for
+		// one being made, not for one abandoned long ago.
+		if unix.UtimesNanoAt(unix.AT_FDCWD, spare, nil, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue // gone: another run took it
+		}
+		if unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE) != nil {
 			continue // another run took it
 		}
 		if checkSpare(path) != nil {
@@ -185,6 +191,7 @@ func checkSpare(path string) error {
 		return fmt.Errorf("holds %q", names)
 	}
 	var flags [2]uint32
+	var sizes [2]int64
 	for i, sub := range names {
 		subFD, err := unix.Openat(fd, sub, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -198,6 +205,7 @@ func checkSpare(path string) error {
 		if err == nil {
 			// 0 where the filesystem has no flags (ENOTTY): equal.
 			flags[i], _ = unix.IoctlGetUint32(subFD, unix.FS_IOC_GETFLAGS)
+			sizes[i] = subSt.Size
 		}
 		unix.Close(subFD)
 		switch {
@@ -212,7 +220,16 @@ func checkSpare(path string) error {
 	if flags[0] != flags[1] {
 		return fmt.Errorf("upper has inode flags %#x, work %#x", flags[0], flags[1])
 	}
-	for _, name := range listNames(filepath.Join(path, "upper")) {
+	if sizes[0] != sizes[1] {
+		// A directory does not shrink on ext4: one the last run filled
+		// would show it.
+		return fmt.Errorf("upper has size %d, work %d", sizes[0], sizes[1])
+	}
+	names, err = listNames(filepath.Join(path, "upper"))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
 		if !resetXattr(name) && !strings.HasPrefix(name, "security.") {
 			return fmt.Errorf("upper has xattr %s", name)
 		}
@@ -221,9 +238,15 @@ func checkSpare(path string) error {
 }
 
 // resetXattr reports whether setUpperRoot removes the xattr name from the
-// upper dir's root (it then copies the workspace root's user.* ones).
+// upper dir's root (it then copies the workspace root's user.* ones): all
+// that a jail can set there, which the next run must not see. Other
+// security.* xattrs are the host's labels.
 func resetXattr(name string) bool {
-	return strings.HasPrefix(name, "user.") || name == "system.posix_acl_access" || name == "system.posix_acl_default"
+	switch name {
+	case "system.posix_acl_access", "system.posix_acl_default", "security.capability":
+		return true
+	}
+	return strings.HasPrefix(name, "user.")
 }
 
 // listDir lists up to n names in dir.
@@ -310,7 +333,11 @@ func setUpperRoot(upper, workspace string, ids idPlan, ws *unix.Stat_t) error {
 	}
 	// What a spare's last run left (claimSpare), before the mode, which
 	// removing an ACL leaves as it is.
-	for _, name := range listNames(upper) {
+	names, err := listNames(upper)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
 		if resetXattr(name) {
 			if err := unix.Removexattr(upper, name); err != nil && !errors.Is(err, unix.ENODATA) {
 				return &fs.PathError{Op: "removexattr " + name, Path: upper, Err: err}
@@ -334,7 +361,11 @@ func setUpperRoot(upper, workspace string, ids idPlan, ws *unix.Stat_t) error {
 // overlay's own namespace as overlay itself does; otherwise every commit
 // would clear them.
 func copyRootXattrs(workspace, upper string) error {
-	for _, name := range listNames(workspace) {
+	names, err := listNames(workspace)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
 		if !strings.HasPrefix(name, "user.") {
 			continue
 		}
@@ -353,13 +384,20 @@ func copyRootXattrs(workspace, upper string) error {
 	return nil
 }
 
-// listNames lists the xattr names of p (none if it cannot).
-func listNames(p string) []string {
+// listNames lists the xattr names of p: none where its filesystem has no
+// xattrs, and an error where they cannot be listed (more than listxattr
+// returns, say), rather than a list that may miss some.
+func listNames(p string) ([]string, error) {
 	buf, err := sized(func(b []byte) (int, error) { return unix.Listxattr(p, b) })
-	if err != nil || len(buf) == 0 {
-		return nil
+	switch {
+	case errors.Is(err, unix.ENOTSUP):
+		return nil, nil
+	case err != nil:
+		return nil, &fs.PathError{Op: "listxattr", Path: p, Err: err}
+	case len(buf) == 0:
+		return nil, nil
 	}
-	return strings.Split(strings.TrimRight(string(buf), "\x00"), "\x00")
+	return strings.Split(strings.TrimRight(string(buf), "\x00"), "\x00"), nil
 }
 
 func getxattr(p, name string) ([]byte, error) {

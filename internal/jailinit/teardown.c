@@ -88,8 +88,11 @@ static int open_below(int parent, const char *name)
 	return (int)fd;
 }
 
-// empty_dir removes every entry of the directory fd but skip (if any).
-static int empty_dir(int fd, int depth, const char *skip)
+// for_each_entry calls fn(ctx, fd, entry) for each entry of the
+// directory fd but . and .., as getdents64 lists them from where fd's
+// offset is, and goes on when fn fails: -1 if the listing or any fn
+// failed.
+static int for_each_entry(int fd, int (*fn)(void *ctx, int fd, struct dirent64 *d), void *ctx)
 {
 	char buf[4096] __attribute__((aligned(8)));
 	int rc = 0;
@@ -104,12 +107,48 @@ static int empty_dir(int fd, int depth, const char *skip)
 		for (long off = 0; off < n;) {
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
 			off += d->d_reclen;
-			if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") || (skip && !strcmp(d->d_name, skip)))
-				continue;
-			if (remove_at(fd, d->d_name, d->d_type, depth + 1) < 0)
+			if (strcmp(d->d_name, ".") && strcmp(d->d_name, "..") && fn(ctx, fd, d) < 0)
 				rc = -1;
 		}
 	}
+}
+
+struct removal {
+	int depth;
+	const char *skip;
+};
+
+static int remove_entry(void *ctx, int fd, struct dirent64 *d)
+{
+	struct removal *r = ctx;
+	if (r->skip && !strcmp(d->d_name, r->skip))
+		return 0;
+	return remove_at(fd, d->d_name, d->d_type, r->depth + 1);
+}
+
+// empty_dir removes every entry of the directory fd but skip (if any).
+static int empty_dir(int fd, int depth, const char *skip)
+{
+	struct removal r = {depth, skip};
+	return for_each_entry(fd, remove_entry, &r);
+}
+
+static int count_entry(void *ctx, int fd, struct dirent64 *d)
+{
+	(void)fd;
+	(void)d;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+// entries counts the entries of the directory fd from its start, or
+// returns -1.
+static int entries(int fd)
+{
+	int n = 0;
+	if (lseek(fd, 0, SEEK_SET) < 0 || for_each_entry(fd, count_entry, &n) < 0)
+		return -1;
+	return n;
 }
 
 // remove_at removes name in parent and everything below it, as
@@ -178,18 +217,32 @@ static int spares_full(const char *spare)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 1;
-	char buf[4096] __attribute__((aligned(8)));
-	int count = 0;
-	long n;
-	while (count < JT_MAX_SPARES && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
-		for (long off = 0; off < n;) {
-			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			off += d->d_reclen;
-			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
-				count++;
-		}
+	int n = entries(fd);
 	close(fd);
-	return count >= JT_MAX_SPARES;
+	return n < 0 || n >= JT_MAX_SPARES;
+}
+
+// empty_layer empties the run dir's upper or work dir, name, and checks
+// that it is empty: the next run sees what it holds.
+static int empty_layer(int rundir, const char *name)
+{
+	int fd = open_below(rundir, name);
+	if (fd < 0)
+		return -1;
+	int rc = -1;
+	for (int pass = 0; pass < 3 && rc < 0; pass++)
+		if (lseek(fd, 0, SEEK_SET) == 0 && empty_dir(fd, 1, NULL) == 0 && entries(fd) == 0)
+			rc = 0;
+	close(fd);
+	return rc;
+}
+
+static int clear_rundir_entry(void *ctx, int fd, struct dirent64 *d)
+{
+	(void)ctx;
+	if (!strcmp(d->d_name, "owner") || !strcmp(d->d_name, "upper") || !strcmp(d->d_name, "work"))
+		return 0;
+	return remove_at(fd, d->d_name, d->d_type, 1);
 }
 
 // recycle_rundir empties the run dir path for a later run and moves it
@@ -203,35 +256,14 @@ static int recycle_rundir(const char *path, const char *spare, int cgroups_gone)
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	int rc = 0, kept = 0;
-	char buf[4096] __attribute__((aligned(8)));
-	long n;
-	while (rc == 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
-		for (long off = 0; off < n;) {
-			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			off += d->d_reclen;
-			if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") || !strcmp(d->d_name, "owner"))
-				continue;
-			if (strcmp(d->d_name, "upper") && strcmp(d->d_name, "work")) {
-				if (remove_at(fd, d->d_name, d->d_type, 1) < 0)
-					rc = -1;
-				continue;
-			}
-			int sub = open_below(fd, d->d_name);
-			if (sub < 0 || empty_dir(sub, 1, NULL) < 0)
-				rc = -1;
-			else
-				kept++;
-			if (sub >= 0)
-				close(sub);
-		}
-	if (rc == 0 && kept == 2 && unlinkat(fd, "owner", 0) == 0 &&
-	    syscall(SYS_renameat2, AT_FDCWD, path, AT_FDCWD, spare, RENAME_NOREPLACE) == 0) {
-		close(fd);
-		return 0;
-	}
+	int rc = -1;
+	// Only owner, upper and work left, the last two empty.
+	if (for_each_entry(fd, clear_rundir_entry, NULL) == 0 && entries(fd) == 3 &&
+	    empty_layer(fd, "upper") == 0 && empty_layer(fd, "work") == 0 && unlinkat(fd, "owner", 0) == 0 &&
+	    syscall(SYS_renameat2, AT_FDCWD, path, AT_FDCWD, spare, RENAME_NOREPLACE) == 0)
+		rc = 0;
 	close(fd);
-	return -1;
+	return rc;
 }
 
 // run_job does the job in msg (n bytes): see teardown.h. *rundir is the
@@ -269,6 +301,18 @@ static int run_job(const char *msg, size_t n, const char **rundir)
 	return cgroups_gone && rc == 0 ? 0 : -1;
 }
 
+// close_entry closes the descriptor an entry of /proc/self/fd names, if
+// it is above stderr and neither *keep nor the listing's own.
+static int close_entry(void *keep, int dir, struct dirent64 *d)
+{
+	int fd = 0, digits = 0;
+	for (const char *c = d->d_name; *c >= '0' && *c <= '9'; c++, digits++)
+		fd = fd * 10 + (*c - '0');
+	if (digits > 0 && fd > 2 && fd != *(int *)keep && fd != dir)
+		close(fd);
+	return 0;
+}
+
 // close_all_but closes every descriptor above stderr but keep, as
 // /proc/self/fd lists them (without close_range: a kernel before 5.9,
 // or a seccomp profile that denies it).
@@ -277,21 +321,7 @@ static void close_all_but(int keep)
 	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return;
-	char buf[4096] __attribute__((aligned(8)));
-	for (;;) {
-		long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
-		if (n <= 0)
-			break;
-		for (long off = 0; off < n;) {
-			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			off += d->d_reclen;
-			int fd = 0, digits = 0;
-			for (const char *c = d->d_name; *c >= '0' && *c <= '9'; c++, digits++)
-				fd = fd * 10 + (*c - '0');
-			if (digits > 0 && fd > 2 && fd != keep && fd != dir)
-				close(fd);
-		}
-	}
+	(void)for_each_entry(dir, close_entry, &keep);
 	close(dir);
 }
 
