@@ -145,7 +145,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// so fill comes only once the workspace is locked and whole.
 	startSide := func() *StepError {
 		var err error
-		if rd, err = reserveRunDir(o.StateDir, id); err != nil {
+		if rd, err = reserveRunDir(o.StateDir, id, o.DiskBytes == 0); err != nil {
 			return stepError("state", err)
 		}
 		cgMade = make(chan made, 1)

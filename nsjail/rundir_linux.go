@@ -78,7 +78,7 @@ func rootMount(stateDir string) (string, error) {
 
 // createRunDir makes the run's directories: reserveRunDir, then fill.
 func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, disk int64) (runDir, error) {
-	d, err := reserveRunDir(stateDir, id)
+	d, err := reserveRunDir(stateDir, id, disk == 0)
 	if err != nil {
 		return d, err
 	}
@@ -88,15 +88,18 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 // reserveRunDir makes the run's directory with its owner file, by which a
 // later run can tell that it was abandoned and clean up after it (the
 // run dir and the run's cgroup): so it comes before anything else the
-// run makes, and goes last. It takes a spare run dir if there is one.
-func reserveRunDir(stateDir, id string) (runDir, error) {
+// run makes, and goes last. With spare, it takes a spare run dir if
+// there is one (not for a --disk run, whose tmpfs would hide it).
+func reserveRunDir(stateDir, id string, spare bool) (runDir, error) {
 	runs := filepath.Join(stateDir, "runs")
 	d := runDir{path: filepath.Join(runs, id)}
-	switch claimed, err := claimSpare(stateDir, d.path); {
-	case err != nil:
-		return runDir{}, err
-	case claimed:
-		return d, d.writeOwner()
+	if spare {
+		switch claimed, err := claimSpare(stateDir, d.path); {
+		case err != nil:
+			return runDir{}, err
+		case claimed:
+			return d, d.writeOwner()
+		}
 	}
 	if err := os.MkdirAll(runs, 0o711); err != nil {
 		return runDir{}, err

@@ -81,7 +81,7 @@ func isSpare(rd runDir) bool {
 // run before.
 func TestRunDirTakesASpare(t *testing.T) {
 	o, ws, ids, spare := spareFixture(t)
-	rd, err := reserveRunDir(o.StateDir, newRunID())
+	rd, err := reserveRunDir(o.StateDir, newRunID(), true)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, rd.remove()) })
 	assert.NoDirExists(t, spare, "the spare was taken")
@@ -97,6 +97,17 @@ func TestRunDirTakesASpare(t *testing.T) {
 	owner, err := os.ReadFile(filepath.Join(rd.path, "owner"))
 	require.NoError(t, err)
 	assert.Equal(t, selfIdentity(), string(owner))
+}
+
+// A --disk run's tmpfs would hide a spare: it makes its run dir afresh
+// and leaves the spare for another run.
+func TestDiskRunLeavesTheSpare(t *testing.T) {
+	o, ws, ids, spare := spareFixture(t)
+	rd, err := createRunDir(o.StateDir, newRunID(), o.Workspace, ids, &ws, 16<<20)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, rd.remove()) })
+	assert.DirExists(t, spare)
+	assert.False(t, isSpare(rd))
 }
 
 // A spare taken has a fresh mtime before its owner file is there: a
@@ -168,7 +179,7 @@ func TestRunDirRefusesAStrangeSpare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, ws, ids, spare := spareFixture(t)
 			tc.spoil(t, spare)
-			rd, err := reserveRunDir(o.StateDir, newRunID())
+			rd, err := reserveRunDir(o.StateDir, newRunID(), true)
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, rd.remove()) })
 			assert.NoDirExists(t, spare, "the spare was removed")
