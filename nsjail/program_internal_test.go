@@ -56,6 +56,17 @@ func ops(steps []step) []string {
 	return out
 }
 
+// count counts op in ops.
+func count(ops []string, op string) int {
+	n := 0
+	for _, o := range ops {
+		if o == op {
+			n++
+		}
+	}
+	return n
+}
+
 // subsequence reports whether want appears in have in order.
 func subsequence(have, want []string) bool {
 	i := 0
@@ -76,11 +87,13 @@ func testConfig() *childConfig {
 }
 
 // Whatever way the program is split, every jail ends the same way: the
-// ids and every capability dropped, no_new_privs and every seccomp filter
-// before execve, the cgroup joined on the way; the command comes only
-// with that, or, for a Pool's deferred init, after it.
+// ids and every capability dropped, no_new_privs and neonbox-ns's own
+// seccomp filter before the init waits for the last part (its cgroup, or
+// for a Pool's deferred init its command), then the cgroup joined and
+// the policy's filter loaded just before execve.
 func TestProgramPartsEndInTheSameDrop(t *testing.T) {
-	drop := []string{"write tasks", "setgroups", "setresgid", "setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp", "seccomp", "sync", "execve"}
+	drop := []string{"setgroups", "setresgid", "setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp"}
+	finish := []string{"write tasks", "seccomp", "sync", "execve"}
 
 	cfg := testConfig()
 	base, err := baseProgram(cfg)
@@ -99,17 +112,19 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	ws := decodeProgram(t, withStdio)
 	require.Equal(t, "dup3", ws[1].op, "an adopted init takes CMD's streams first")
 	assert.Equal(t, uint64(1), ws[1].a, "from the slot after the workspace's")
-	for _, op := range []string{"execve", "seccomp", "capset", "argv", "write tasks"} {
+	assert.True(t, subsequence(r, append([]string{"prctl PR_CAPBSET_DROP", "argv", "env", "chdir", "exec"}, append(drop, "recvmsg")...)), "%v", r)
+	assert.Equal(t, 1, count(r, "seccomp"), "only neonbox-ns's own filter before the wait")
+	for _, op := range []string{"execve", "write tasks"} {
 		assert.NotContains(t, r, op)
 	}
-	assert.Contains(t, r, "prctl PR_CAPBSET_DROP")
 
 	cfg.CgroupTasks = 5
 	final, err := finalProgram(cfg)
 	require.NoError(t, err)
 	fs := decodeProgram(t, final)
 	f := ops(fs)
-	assert.True(t, subsequence(f, append([]string{"argv"}, drop...)), "%v", f)
+	assert.True(t, subsequence(f, finish), "%v", f)
+	assert.Equal(t, 1, count(f, "seccomp"), "the policy's filter")
 	assert.Equal(t, "execve", f[len(f)-1])
 	for _, s := range fs {
 		if s.op == "write tasks" {
@@ -118,6 +133,8 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	}
 	cfg.Seccomp = nil
 	_, err = finalProgram(cfg)
+	assert.Error(t, err, "no jail without a filter")
+	_, err = restProgram(cfg, -1)
 	assert.Error(t, err, "no jail without a filter")
 
 	// A Pool's deferred init: rest and final in one message, the
@@ -130,7 +147,7 @@ func TestProgramPartsEndInTheSameDrop(t *testing.T) {
 	require.NoError(t, err)
 	ds := decodeProgram(t, deferred)
 	d := ops(ds)
-	assert.True(t, subsequence(d, append(append([]string{"prctl PR_CAPBSET_DROP"}, drop[1:len(drop)-3]...), "call", "write tasks", "seccomp", "sync", "execve")), "%v", d)
+	assert.True(t, subsequence(d, append(append([]string{"prctl PR_CAPBSET_DROP"}, drop...), append([]string{"call", "chdir", "exec"}, finish...)...)), "%v", d)
 	call := slices.Index(d, "call")
 	for _, op := range []string{"setresuid", "capset", "prctl PR_SET_NO_NEW_PRIVS", "seccomp"} {
 		assert.Less(t, slices.Index(d, op), call, "%s before the call", op)

@@ -67,13 +67,13 @@ func tasksSlot(cfg *childConfig) int {
 // runtime starts (jailinit.BaseFile), so that the init builds it
 // meanwhile. The rest takes CMD's streams (an init started before they
 // were known), makes HOME (the workspace owner's), finishes /dev, binds
-// the policy's directories, mounts the
-// workspace from the run dir and pivots; the final part brings the
-// command, joins the cgroup, drops every privilege (loading the seccomp
-// filters) and execs. The parent makes the run dir while the init builds
-// the base, and the cgroup while it runs the rest. A deferred init (a
-// Pool's) gets the rest and the final part in one message and waits for
-// its command in between.
+// the policy's directories, mounts the workspace from the run dir,
+// pivots, takes the command (its directory and lookup) and drops every
+// privilege, loading neonbox-ns's own filter; the final part joins the
+// cgroup, loads the policy's filters and execs. The parent makes the run
+// dir while the init builds the base, and the cgroup while it runs the
+// rest. A deferred init (a Pool's) gets the rest and the final part in
+// one message and waits for its command in between.
 
 // baseProgram is the first part of what the init runs for cfg.
 func baseProgram(cfg *childConfig) ([]byte, error) {
@@ -99,13 +99,13 @@ func baseProgram(cfg *childConfig) ([]byte, error) {
 // (when cfg.WorkspaceFD); for a deferred init, which it takes to its
 // execve, with cfg.CgroupTasks tasks files too (tasksSlot); with stdio
 // (slot >= 0), CMD's three streams from that slot on. Any other init
-// waits for finalProgram.
+// takes its command, drops every privilege and waits for finalProgram.
 func restProgram(cfg *childConfig, stdio int) ([]byte, error) {
 	last, err := lastCap()
 	if err != nil {
 		return nil, stepError("credentials", err)
 	}
-	if cfg.Deferred && len(cfg.Seccomp) == 0 {
+	if len(cfg.Seccomp) == 0 {
 		// Every jail gets neonbox-ns's own filter at least.
 		return nil, &StepError{Stage: "seccomp", Message: "no seccomp filter to load"}
 	}
@@ -126,18 +126,25 @@ func restProgram(cfg *childConfig, stdio int) ([]byte, error) {
 		mountDeferredWorkspace(&p, cfg)
 	}
 	dropBounds(&p, last)
+	// Every init waits for what comes last (a deferred one for its
+	// command, any other for its cgroup) with every privilege gone and
+	// neonbox-ns's own filter loaded: what is left (for a call, the
+	// command's streams, directory and lookup; the v1 cgroup through
+	// tasks files the parent opened; execve) needs none, and is that
+	// much quicker. A policy's own filters come last, as in any jail:
+	// they are written for the command, not for the init's handling
+	// of it.
+	own, policy := cfg.Seccomp[:1], cfg.Seccomp[1:]
 	if !cfg.Deferred {
+		p.Argv(cfg.Argv)
+		p.Env(cfg.Env)
+		p.Cwd(cfg.Cwd)
+		takeCommand(&p)
+		dropPrivileges(&p, cfg, own)
 		p.Stage("config")
 		p.Continue()
 		return p.Encode()
 	}
-	// A deferred init waits for its command with every privilege gone
-	// and neonbox-ns's own filter loaded: what is left (the command's
-	// streams, directory and lookup, the v1 cgroup through tasks files
-	// the parent opened, execve) needs none, and each call is that much
-	// quicker. A policy's own filters come last, as in any jail: they
-	// are written for the command, not for the init's handling of it.
-	own, policy := cfg.Seccomp[:1], cfg.Seccomp[1:]
 	dropPrivileges(&p, cfg, own)
 	// The v1 hierarchies but memory's (the first tasks file where it is
 	// mounted: cgroup.OpenTasks) are joined before the call too: the init only
@@ -153,13 +160,14 @@ func restProgram(cfg *childConfig, stdio int) ([]byte, error) {
 	p.Stage("call")
 	p.AwaitCall()
 	p.Mark()
-	finishExec(&p, cfg, tasks, n, false, policy)
+	takeCommand(&p)
+	finishExec(&p, tasks, n, policy)
 	return p.Encode()
 }
 
 // finalProgram is the last part of an init that is not deferred: the
-// command, the cgroup (cfg.CgroupTasks tasks files come with it), the
-// privileges and execve.
+// cgroup (cfg.CgroupTasks tasks files come with it), the policy's filters
+// and execve.
 func finalProgram(cfg *childConfig) ([]byte, error) {
 	if len(cfg.Seccomp) == 0 {
 		return nil, &StepError{Stage: "seccomp", Message: "no seccomp filter to load"}
@@ -167,35 +175,31 @@ func finalProgram(cfg *childConfig) ([]byte, error) {
 	var p jailinit.Program
 	p.Stage("final")
 	p.Mark()
-	p.Argv(cfg.Argv)
-	p.Env(cfg.Env)
-	p.Cwd(cfg.Cwd)
-	finishExec(&p, cfg, 0, cfg.CgroupTasks, true, cfg.Seccomp)
+	finishExec(&p, 0, cfg.CgroupTasks, cfg.Seccomp[1:])
 	return p.Encode()
 }
 
-// finishExec takes the init from its command to execve, dropping every
-// privilege on the way with drop (a deferred init has before its call),
-// and loading filters last: the n cgroup tasks files it joins are in
-// descriptor slots tasks on.
-func finishExec(p *jailinit.Program, cfg *childConfig, tasks, n int, drop bool, filters [][]byte) {
+// takeCommand goes to the command's directory and looks the command up.
+func takeCommand(p *jailinit.Program) {
 	p.Stage("cwd")
 	p.Chdir()
 	p.Stage("exec")
 	p.LookPath(DefaultPath)
 	p.MarkAs("lookpath")
-	// Last before the credentials go (or the policy's filters come),
-	// so that the init's own setup is not charged to the run: the
-	// init's thread joins the v1 cgroup and takes CMD in with it at
-	// execve.
+}
+
+// finishExec takes an init with its command and no privileges left to
+// execve: it joins the n cgroup tasks files in descriptor slots tasks on
+// and loads filters, the policy's. The join comes last but for those,
+// so that the init's own work is not charged to the run: the init's
+// thread joins the v1 cgroup and takes CMD in with it at execve.
+func finishExec(p *jailinit.Program, tasks, n int, filters [][]byte) {
 	if n > 0 {
 		p.Stage("cgroup")
 		p.JoinCgroup(tasks, n)
 		p.Mark()
 	}
-	if drop {
-		dropPrivileges(p, cfg, filters)
-	} else if len(filters) > 0 {
+	if len(filters) > 0 {
 		p.Stage("seccomp")
 		loadFilters(p, filters)
 	}

@@ -220,15 +220,18 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		return r, nil
 	}
 	cfg.RunDir = rd.path
-	if early {
+	// The filters come with the rest: the init drops every privilege
+	// and loads neonbox-ns's own filter before it waits for the cgroup.
+	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
+	cfg.Seccomp = filters
+	if early && filtersErr == nil {
 		// Started before its cgroup: the rest now, the final part
-		// later. The init mounts the workspace and pivots while the
-		// cgroup is made and the filters read; a failure is reported
-		// by await.
+		// later. The init mounts the workspace, pivots, takes its
+		// command and drops its privileges while the cgroup is made;
+		// a failure is reported by await.
 		_ = j.configureRest(cfg, nil)
 	}
 	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
-	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
 	if td != nil {
 		helper = helperIdentity(td)
 	}
@@ -252,7 +255,6 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 		r.Warnings = append(r.Warnings, j.warnings...)
 	}
-	cfg.Seccomp = filters
 	runCtx := ctx
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
