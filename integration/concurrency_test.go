@@ -54,6 +54,14 @@ func runsLeft(t *testing.T, state string) []string {
 	})
 }
 
+// awaitHelpers makes the test's cleanup wait for the teardown helpers of
+// its runs in state first: one that moves its run dir into the spare dir
+// while the test's temporary directory is being removed makes that
+// removal fail.
+func awaitHelpers(t *testing.T, state string) {
+	t.Cleanup(func() { runsLeft(t, state) })
+}
+
 // settled returns what list says once it says nothing, or after 10 s.
 func settled(list func() []string) []string {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {

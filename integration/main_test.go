@@ -92,6 +92,7 @@ func newEnv(t *testing.T) env {
 	testutil.RequireUserNS(t)
 	base := testutil.WorldTraversableTempDir(t)
 	e := env{ws: filepath.Join(base, "ws"), state: filepath.Join(base, "state")}
+	awaitHelpers(t, e.state)
 	require.NoError(t, os.Mkdir(e.ws, 0o755))
 	return e
 }

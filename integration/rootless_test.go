@@ -22,6 +22,7 @@ func TestRootlessRun(t *testing.T) {
 	const nobody = 65534
 	base := testutil.WorldTraversableTempDir(t)
 	ws, state, bin := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "neonbox-ns")
+	awaitHelpers(t, state)
 	for _, d := range []string{ws, state} {
 		require.NoError(t, os.Mkdir(d, 0o755))
 		require.NoError(t, os.Chown(d, nobody, nobody))

@@ -131,7 +131,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
-	defer os.RemoveAll(base)
+	defer removeWhenDone(base)
 	if err := os.Chmod(base, 0o711); err != nil {
 		return fail(stderr, "bench", err)
 	}
@@ -508,4 +508,18 @@ func printBench(w io.Writer, rep *BenchReport) {
 	if rep.PoolPhases != nil {
 		printPhases(w, "pool call phases", rep.PoolPhases, []string{"prepare", "spawn", "run", "finish", "total"}, "pool call steps (ms after the command was sent)")
 	}
+}
+
+// removeWhenDone removes the bench's directory once the teardown helpers
+// of its runs are done with their state dirs (runs/ empty in each, for
+// up to five seconds): a helper that moved its run dir into a state dir's
+// spare dir during the removal would leave that behind.
+func removeWhenDone(base string) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		runs, _ := filepath.Glob(filepath.Join(base, "*", "runs", "*"))
+		if len(runs) == 0 {
+			break
+		}
+	}
+	_ = os.RemoveAll(base)
 }
