@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/neonbox/neonbox-ns/nsjail"
 )
 
 // Two runs on one workspace never overlap: the second waits for the
@@ -59,7 +61,7 @@ func runsLeft(t *testing.T, state string) []string {
 // while the test's temporary directory is being removed makes that
 // removal fail.
 func awaitHelpers(t *testing.T, state string) {
-	t.Cleanup(func() { runsLeft(t, state) })
+	t.Cleanup(func() { nsjail.AwaitTeardowns(state, 10*time.Second) })
 }
 
 // settled returns what list says once it says nothing, or after 10 s.

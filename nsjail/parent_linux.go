@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -126,8 +125,9 @@ func startJail(stdin io.Reader, stdout, stderr io.Writer, network bool, ids idPl
 	if j := takePrestarted(); j != nil {
 		failed := j.failedToSpawn()
 		usable := base != nil && !network && !intoCgroup && j.pre.Rootful == ids.rootful
-		writeBase = usable && ids.rootful && !bytes.Equal(j.pre.Base, base)
-		if usable && !failed && (j.pre.Base == nil || !writeBase) {
+		same := bytes.Equal(j.pre.Base, base)
+		writeBase = usable && ids.rootful && !same
+		if usable && !failed && (j.pre.Base == nil || same) {
 			j.streams = s
 			j.writeBase = writeBase
 			return j, nil
@@ -257,21 +257,7 @@ func writePrestartBase(stateDir string, base []byte) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(stateDir, jailinit.BaseFile+".*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(header, base...))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(stateDir, jailinit.BaseFile))
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
+	return linux.WriteFileAtomic(stateDir, jailinit.BaseFile, append(header, base...))
 }
 
 // takePrestarted returns the adopted prestarted init, once, or nil.

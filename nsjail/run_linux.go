@@ -254,6 +254,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			return r, nil
 		}
 		r.Warnings = append(r.Warnings, j.warnings...)
+		_ = j.sendBase(base)
 	}
 	runCtx := ctx
 	if o.Timeout > 0 {

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
-	"github.com/neonbox/neonbox-ns/internal/jailinit"
 	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/overlay"
 )
@@ -132,15 +131,15 @@ func (d runDir) spare() string {
 // claimSpare moves a spare run dir of stateDir to path, if there is one,
 // and checks that it is as the helper leaves it and that fill will make
 // it as good as new: path's upper and work dirs empty, nothing else in
-// it, and nothing on the upper dir's root that fill does not reset
-// (owner, mode, times, user.* xattrs and POSIX ACLs; security labels
-// are the host's) and no inode flags that the work dir, which the jail
+// it, nothing on the upper dir's root that fill does not reset (owner,
+// mode, times, the xattrs resetXattr names; security labels are the
+// host's), and no inode flags or size that the work dir, which the jail
 // never sees, does not have. A spare that is not is removed, and false
 // returned: the run makes its run dir afresh. Without spares (or the
 // spare dir) it returns false and makes the spare dir for the helper.
 func claimSpare(stateDir, path string) (bool, error) {
 	spares := filepath.Join(stateDir, spareDir)
-	names, err := listDir(spares, 2*jailinit.MaxSpares)
+	names, err := listDir(spares)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(spares, 0o700); err != nil {
 			return false, err
@@ -185,7 +184,7 @@ func checkSpare(path string) error {
 	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o7777 != 0o711 {
 		return fmt.Errorf("owner %d, mode %o", st.Uid, st.Mode&0o7777)
 	}
-	names, err := listDirAt(fd, ".", 3)
+	names, err := listDirAt(fd, path)
 	if err != nil {
 		return err
 	}
@@ -200,7 +199,7 @@ func checkSpare(path string) error {
 		if err != nil {
 			return &fs.PathError{Op: "open", Path: filepath.Join(path, sub), Err: err}
 		}
-		left, err := listDirAt(subFD, ".", 1)
+		left, err := listDirAt(subFD, filepath.Join(path, sub))
 		var subSt unix.Stat_t
 		if err == nil {
 			err = unix.Fstat(subFD, &subSt)
@@ -252,34 +251,39 @@ func resetXattr(name string) bool {
 	return strings.HasPrefix(name, "user.")
 }
 
-// listDir lists up to n names in dir.
-func listDir(dir string, n int) ([]string, error) {
+// AwaitTeardowns waits, for up to within, until stateDir holds no run
+// dir, and reports whether it does not. The teardown helper of
+// `neonbox-ns exec` finishes a run's cleanup after neonbox-ns has exited,
+// and may move the run dir into the state dir's spare dir: wait for it
+// before removing a state dir, or the removal may fail (directory not
+// empty) and leave the spare behind.
+func AwaitTeardowns(stateDir string, within time.Duration) bool {
+	runs := filepath.Join(stateDir, "runs")
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		if names, _ := listDir(runs); len(names) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// listDir lists the names in dir.
+func listDir(dir string) ([]string, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(fd)
-	return listDirAt(fd, dir, n)
+	return listDirAt(fd, dir)
 }
 
-// listDirAt lists up to n names in the directory fd (named dir in errors).
-func listDirAt(fd int, dir string, n int) ([]string, error) {
+// listDirAt lists the names in the directory fd (named dir in errors).
+func listDirAt(fd int, dir string) ([]string, error) {
 	var names []string
-	buf := make([]byte, 4096)
-	for len(names) < n {
-		got, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "getdents", Path: dir, Err: err}
-		}
-		if got == 0 {
-			break
-		}
-		_, _, names = unix.ParseDirent(buf[:got], -1, names)
-	}
-	return names, nil
+	err := linux.ReadDirents(fd, dir, func(name string, _ uint8) { names = append(names, name) })
+	return names, err
 }
 
 // writeOwner writes the owner file whole or not at all (a run killed

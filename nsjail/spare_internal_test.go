@@ -203,10 +203,24 @@ func removeContents(dir string) error {
 
 func listEntries(t *testing.T, dir string) []string {
 	t.Helper()
-	names, err := listDir(dir, 100)
+	names, err := listDir(dir)
 	require.NoError(t, err)
 	return names
 }
 
 // fsNodumpFL is FS_NODUMP_FL (linux/fs.h), which x/sys/unix lacks.
 const fsNodumpFL = 0x40
+
+// AwaitTeardowns reports whether the state dir's run dirs went in time.
+func TestAwaitTeardowns(t *testing.T) {
+	state := t.TempDir()
+	assert.True(t, AwaitTeardowns(state, 0), "no runs/ at all")
+	run := filepath.Join(state, "runs", "0123456789abcdef")
+	require.NoError(t, os.MkdirAll(run, 0o711))
+	assert.False(t, AwaitTeardowns(state, 20*time.Millisecond), "a run dir stays")
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		_ = os.Remove(run)
+	}()
+	assert.True(t, AwaitTeardowns(state, time.Minute), "the run dir goes")
+}

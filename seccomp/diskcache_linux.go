@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
 )
 
 // cacheFormat changes when what a cached file holds, or how its key is
@@ -56,7 +57,7 @@ func loadOrCompile(dir, key string, p *specs.LinuxSeccomp) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = writeCached(dir, path, bpf)
+	_ = writeCached(dir, key+".bpf", bpf)
 	return bpf, nil
 }
 
@@ -86,25 +87,11 @@ func readCached(path string) ([]byte, error) {
 	return bpf, nil
 }
 
-// writeCached writes bpf to path atomically (a reader sees all of it or
-// nothing).
-func writeCached(dir, path string, bpf []byte) error {
+// writeCached writes bpf to dir/name atomically (a reader sees all of it
+// or nothing).
+func writeCached(dir, name string, bpf []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(bpf)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return &fs.PathError{Op: "rename", Path: path, Err: err}
-	}
-	return nil
+	return linux.WriteFileAtomic(dir, name, bpf)
 }

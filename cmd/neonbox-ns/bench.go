@@ -511,15 +511,11 @@ func printBench(w io.Writer, rep *BenchReport) {
 }
 
 // removeWhenDone removes the bench's directory once the teardown helpers
-// of its runs are done with their state dirs (runs/ empty in each, for
-// up to five seconds): a helper that moved its run dir into a state dir's
-// spare dir during the removal would leave that behind.
+// of its runs are done with its state dirs (nsjail.AwaitTeardowns).
 func removeWhenDone(base string) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		runs, _ := filepath.Glob(filepath.Join(base, "*", "runs", "*"))
-		if len(runs) == 0 {
-			break
-		}
+	states, _ := filepath.Glob(filepath.Join(base, "*"))
+	for _, state := range states {
+		nsjail.AwaitTeardowns(state, 5*time.Second)
 	}
 	_ = os.RemoveAll(base)
 }

@@ -83,7 +83,7 @@ func removeAt(parent int, name, path string, typ uint8) error {
 	// skip others (as with readdir): then it is read again.
 	for range 3 {
 		var errs []error
-		err := readDirents(fd, path, func(child string, typ uint8) {
+		err := ReadDirents(fd, path, func(child string, typ uint8) {
 			if err := removeAt(fd, child, path+"/"+child, typ); err != nil {
 				errs = append(errs, err)
 			}
@@ -126,9 +126,10 @@ func openBelow(parent int, name string) (int, error) {
 	}
 }
 
-// readDirents calls f with the name and type of each entry of the
-// directory fd but . and .. (getdents64 gives the type, so no stat).
-func readDirents(fd int, path string, f func(name string, typ uint8)) error {
+// ReadDirents calls f with the name and type of each entry of the
+// directory fd but . and .., from fd's offset on (getdents64 gives the
+// type, so no stat); path names the directory in errors.
+func ReadDirents(fd int, path string, f func(name string, typ uint8)) error {
 	var buf [8 << 10]byte
 	for {
 		n, err := unix.Getdents(fd, buf[:])
