@@ -316,6 +316,36 @@ func TestPeakMemoryMatchesAllocation(t *testing.T) {
 	assert.InEpsilon(t, float64(alloc), float64(delta), 0.10, "peak %d - baseline %d = %d, want about %d", big, base, delta, alloc)
 }
 
+// OpenStats keeps the files Stats reads open: Stats then reads the
+// same counters through them, and a deleted cgroup's are closed and
+// stay closed.
+func TestOpenStatsReadsTheSameCounters(t *testing.T) {
+	c := newCgroup(t, Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64})
+	require.NoError(t, start(t, c, command(helperAlloc, fmt.Sprint(16<<20))).Wait())
+	byName, err := c.Stats()
+	require.NoError(t, err)
+	require.NotZero(t, byName.PeakMemoryBytes)
+
+	c.OpenStats()
+	files := c.statsFilesV1()
+	if c.Version() == V2 {
+		files = c.statsFilesV2()
+	}
+	var open []string
+	for p := range c.stats {
+		open = append(open, p)
+	}
+	assert.ElementsMatch(t, files, open, "every file Stats reads is open")
+	opened, err := c.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, byName, opened)
+
+	require.NoError(t, c.Delete())
+	assert.Empty(t, c.stats, "Delete closes them")
+	c.OpenStats()
+	assert.Empty(t, c.stats, "a deleted cgroup's are not opened again")
+}
+
 func TestPidsLimitMakesForkFail(t *testing.T) {
 	const limit = 8
 	c := newCgroup(t, Limits{Pids: limit})

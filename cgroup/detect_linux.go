@@ -13,6 +13,8 @@ import (
 
 	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
 )
 
 // defaultV2Mount is where a unified (cgroup v2) host mounts cgroup2.
@@ -116,19 +118,18 @@ func probe(v2Mount string) *host {
 
 // readSelf reads and parses /proc/self/mountinfo and /proc/self/cgroup.
 func readSelf() (mounts []mountInfo, v1 map[string]string, unified string, err error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := linux.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, nil, "", err
 	}
 	if mounts, err = parseMountinfo(bytes.NewReader(mi)); err != nil {
 		return nil, nil, "", err
 	}
-	f, err := os.Open("/proc/self/cgroup")
+	cg, err := linux.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, nil, "", err
 	}
-	defer f.Close()
-	v1, unified, err = procCgroups(f)
+	v1, unified, err = procCgroups(bytes.NewReader(cg))
 	return mounts, v1, unified, err
 }
 

@@ -77,7 +77,6 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 	if quota > 0 {
 		c.limits.CPUs = float64(quota) / cfsPeriod
 	}
-	c.openStats(c.statsFilesV1()...)
 	return c, nil
 }
 

@@ -74,7 +74,6 @@ func newV2(h *v2Host, name string, l Limits, quota int64) (*Cgroup, error) {
 		return fail(&fs.PathError{Op: "open", Path: dir, Err: err})
 	}
 	c.fd = fd
-	c.openStats(c.statsFilesV2()...)
 	return c, nil
 }
 
