@@ -59,8 +59,10 @@ func txnDirs(stateDir, workspace string) ([]string, error) {
 }
 
 // recoverWorkspace rolls back interrupted commits on workspace; the
-// caller holds its lock. It returns one line per recovered commit.
-func recoverWorkspace(stateDir, workspace string) ([]string, error) {
+// caller holds its lock. It returns one line per recovered commit. If
+// there is one to look at, before (if not nil) is called first, once,
+// and its error ends the recovery.
+func recoverWorkspace(stateDir, workspace string, before func() error) ([]string, error) {
 	dirs, err := txnDirs(stateDir, workspace)
 	if err != nil {
 		return nil, err
@@ -70,6 +72,12 @@ func recoverWorkspace(stateDir, workspace string) ([]string, error) {
 		d := dirs[i]
 		if overlay.Committed(d) {
 			continue // history; its journal need not be read
+		}
+		if before != nil {
+			if err := before(); err != nil {
+				return notes, err
+			}
+			before = nil
 		}
 		j, _ := overlay.ReadJournal(d)
 		recovered, err := overlay.RecoverAt(d, overlay.Identity)
@@ -144,11 +152,11 @@ func (w *WorkspaceOptions) take(ctx context.Context) (*workspaceLock, []string, 
 	if err := w.normalize(); err != nil {
 		return nil, nil, err
 	}
-	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false)
+	lock, err := lockWorkspace(ctx, w.StateDir, w.Workspace, w.LockTimeout, false, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	notes, err := recoverWorkspace(w.StateDir, w.Workspace)
+	notes, err := recoverWorkspace(w.StateDir, w.Workspace, nil)
 	if err != nil {
 		lock.release()
 		return nil, notes, err

@@ -34,8 +34,10 @@ func lockPath(stateDir, workspace string) string {
 }
 
 // lockWorkspace takes the lock, polling until timeout or ctx ends. Runs
-// that cannot write the workspace share it (shared set).
-func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time.Duration, shared bool) (*workspaceLock, error) {
+// that cannot write the workspace share it (shared set). If another run
+// holds it, beforeWait (if not nil) is called first, once, and its error
+// ends the wait.
+func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time.Duration, shared bool, beforeWait func() error) (*workspaceLock, error) {
 	how := unix.LOCK_EX
 	if shared {
 		how = unix.LOCK_SH
@@ -58,6 +60,13 @@ func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			f.Close()
 			return nil, &os.PathError{Op: "flock", Path: p, Err: err}
+		}
+		if beforeWait != nil {
+			if err := beforeWait(); err != nil {
+				f.Close()
+				return nil, err
+			}
+			beforeWait = nil
 		}
 		if !time.Now().Before(deadline) {
 			f.Close()

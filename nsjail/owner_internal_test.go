@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/neonbox/neonbox-ns/internal/testutil"
 )
 
 // An owner file names this process and, for `neonbox-ns exec`, its
@@ -108,4 +111,44 @@ func TestNoHandOverWithoutARunDir(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(rd.path, "owner"))
 	require.NoError(t, err)
 	assert.Equal(t, selfIdentity(), string(b), "the owners are left alone")
+}
+
+// A run that waits for its workspace's lock writes its owner file first:
+// a sweep takes a run dir without one for abandoned once it is
+// abandonedAfter old, and the wait may be longer.
+func TestRunWaitingForTheLockOwnsItsRunDir(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := testutil.WorldTraversableTempDir(t)
+	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state"), LockTimeout: time.Minute}
+	require.NoError(t, os.Mkdir(o.Workspace, 0o755))
+	require.NoError(t, os.Mkdir(o.StateDir, 0o711))
+	held, err := lockWorkspace(context.Background(), o.StateDir, o.Workspace, time.Second, false, nil)
+	require.NoError(t, err)
+	done := make(chan *Receipt, 1)
+	go func() {
+		r, err := Run(context.Background(), o)
+		assert.NoError(t, err)
+		done <- r
+	}()
+	owned := func() bool {
+		runs := filepath.Join(o.StateDir, "runs")
+		entries, _ := os.ReadDir(runs)
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(runs, e.Name(), "owner"))
+			if err == nil && string(b) == selfIdentity() {
+				return true
+			}
+		}
+		return false
+	}
+	assert.Eventually(t, owned, 10*time.Second, time.Millisecond, "the waiting run's dir has its owner file")
+	select {
+	case r := <-done:
+		t.Fatalf("the run did not wait for the lock: %+v", r)
+	default:
+	}
+	require.NoError(t, held.release())
+	r := <-done
+	require.NotNil(t, r)
+	assert.Equal(t, StatusSuccess, r.Status, "%+v", r.Error)
 }

@@ -126,6 +126,9 @@ func (p *Pool) prepare() (*warmJail, error) {
 	if w.cg, err = w.r.newCgroup(&o, o.Logger, p.host); err != nil {
 		return nil, errors.Join(err, w.rd.remove())
 	}
+	if w.cg != nil {
+		w.cg.OpenStats()
+	}
 	cfg, err := jailConfig(&o, p.ids)
 	if err != nil {
 		return nil, errors.Join(err, w.teardown())
@@ -246,12 +249,12 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError(stage, err))
 		return r, nil
 	}
-	lock, err := lockWorkspace(ctx, call.StateDir, call.Workspace, call.LockTimeout, !call.Policy.Has(policies.FSWrite))
+	lock, err := lockWorkspace(ctx, call.StateDir, call.Workspace, call.LockTimeout, !call.Policy.Has(policies.FSWrite), nil)
 	if err != nil {
 		return fail("lock", err)
 	}
 	defer lock.release()
-	notes, err := recoverWorkspace(call.StateDir, call.Workspace)
+	notes, err := recoverWorkspace(call.StateDir, call.Workspace, nil)
 	r.Warnings = append(r.Warnings, notes...)
 	if err != nil {
 		return fail("recover", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/neonbox/neonbox-ns/cgroup"
 	"github.com/neonbox/neonbox-ns/internal/jailinit"
+	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/overlay"
 	"github.com/neonbox/neonbox-ns/policies"
 	"github.com/neonbox/neonbox-ns/seccomp"
@@ -62,21 +63,32 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	network := o.Policy.Has(policies.Network)
 
-	// The cgroup is taken when the final part of the init's program
-	// (or, on a unified cgroup2 host, the jail's start) needs it.
-	type made struct {
-		cg *cgroup.Cgroup
-		ci cgroupInfo
-		se *StepError
-	}
-	var rd runDir        // reserved below; removing the zero runDir does nothing
-	var cgMade chan made // not nil once the cgroup is being made
-	takeCgroup := sync.OnceValue(func() made {
-		if cgMade == nil {
-			return made{}
+	var rd runDir         // reserved below; removing the zero runDir does nothing
+	var cg *cgroup.Cgroup // made below, once the jail has work of its own
+
+	// own writes the run dir's owner file, by which a later run finds
+	// and removes what this one leaves if it is killed, once: before the
+	// cgroup, which such a run removes too, and while the jail mounts
+	// its workspace (0.1-0.5 ms of ext4 metadata, which were on the
+	// jail's way to its command before it), or before anything that may
+	// take long (see reserveRunDir).
+	var owned bool
+	var ownErr error
+	own := func() error {
+		if rd.path != "" && !owned && ownErr == nil {
+			ownErr = rd.writeOwner()
+			owned = ownErr == nil
 		}
-		return <-cgMade
-	})
+		return ownErr
+	}
+	// stage is the stage of a failure at a step that may have had to
+	// write the owner file first.
+	stage := func(s string) string {
+		if ownErr != nil {
+			return "state"
+		}
+		return s
+	}
 
 	// Whether the jail starts before its cgroup exists (below).
 	early := !cgroup.Unified() && o.DiskBytes == 0
@@ -98,11 +110,14 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	var tFinished time.Time
 	var released chan struct{} // closed once the jail's mounts are gone
 	var ended *jailResult      // once the jail has ended, with its mount namespace if td takes it
-	var helper string          // td's identity, once known
+	var helper string          // td's identity, learnt while the jail starts
 	defer func() {
 		r.Policy = policyRef(o.Policy)
-		cg := takeCgroup().cg
 		if td != nil {
+			if helper == "" { // the run ended before the jail started
+				helper = helperIdentity(td)
+				_ = own() // for the helper to join (else the cleanup is ours)
+			}
 			if err := handTeardown(td, helper, cg, rd, r.Held, ended); err != nil {
 				// Nothing was handed over: the cleanup is this process's.
 				log.Debug("teardown helper", "err", err)
@@ -138,29 +153,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	defer killUnhanded()
 
-	// The run dir first (by its owner file, a later run finds and
-	// removes what this one leaves if it is killed), then the cgroup,
-	// made by a goroutine meanwhile. The jail waits for its run dir on
-	// the way to the rest of its program, which mounts the workspace:
-	// so fill comes only once the workspace is locked and whole.
-	startSide := func() *StepError {
-		var err error
-		if rd, err = reserveRunDir(o.StateDir, id, o.DiskBytes == 0); err != nil {
-			return stepError("state", err)
-		}
-		cgMade = make(chan made, 1)
-		go func() {
-			var m made
-			var err error
-			if m.cg, m.ci, err = newCgroup(&o, log, cgroup.Probe(), id); err != nil {
-				m.se = stepError("cgroup", err)
-			}
-			cgMade <- m
-		}()
-		return nil
-	}
-	if se := startSide(); se != nil {
-		r.sandboxError(se)
+	// The run dir first, then the cgroup. The jail waits for its run
+	// dir on the way to the rest of its program, which mounts the
+	// workspace: so fill comes only once the workspace is locked and
+	// whole.
+	if rd, err = reserveRunDir(o.StateDir, id, o.DiskBytes == 0); err != nil {
+		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
 	cfg, err := jailConfig(&o, ids)
@@ -198,9 +196,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		_ = j.sendBase(base)
 	}
 
-	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace)
+	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace, own)
 	if err != nil {
-		r.sandboxError(stepError("lock", err))
+		r.sandboxError(stepError(stage("lock"), err))
 		return r, nil
 	}
 	// A jail still alive at a return from here on goes before the lock
@@ -209,10 +207,10 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		killUnhanded()
 		lock.release()
 	}()
-	notes, err := recoverWorkspace(o.StateDir, o.Workspace)
+	notes, err := recoverWorkspace(o.StateDir, o.Workspace, own)
 	r.Warnings = append(r.Warnings, notes...)
 	if err != nil {
-		r.sandboxError(stepError("recover", err))
+		r.sandboxError(stepError(stage("recover"), err))
 		return r, nil
 	}
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
@@ -227,25 +225,26 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	if early && filtersErr == nil {
 		// Started before its cgroup: the rest now, the final part
 		// later. The init mounts the workspace, pivots, takes its
-		// command and drops its privileges while the cgroup is made;
-		// a failure is reported by await.
+		// command and drops its privileges while the cgroup is made
+		// here; a failure is reported by await. (Made by a goroutine
+		// from the start instead, the cgroup was ready later: on two
+		// CPUs, one the init's, the goroutine often waited for main
+		// to block, and then for the CPU.)
 		_ = j.configureRest(cfg, nil)
-	}
-	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
-	if td != nil {
-		helper = helperIdentity(td)
-	}
-	m := takeCgroup()
-	r.applyCgroup(m.ci)
-	if m.se != nil {
-		r.sandboxError(m.se)
-		return r, nil
 	}
 	if filtersErr != nil {
 		r.sandboxError(stepError("seccomp", filtersErr))
 		return r, nil
 	}
-	cg := m.cg
+	if err := own(); err != nil {
+		r.sandboxError(stepError("state", err))
+		return r, nil
+	}
+	cg, err = r.newCgroup(&o, log, cgroup.Probe())
+	if err != nil {
+		r.sandboxError(stepError("cgroup", err))
+		return r, nil
+	}
 	if !early {
 		// Born in its v2 cgroup, and after a --disk run dir's mount.
 		if j, err = startJail(o.Stdin, o.Stdout, o.Stderr, network, ids, cg, nil); err != nil {
@@ -271,6 +270,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	r.Phases.PrepareMS = ms(time.Since(t0))
 	handed = true
+	// While the init joins the cgroup and execs CMD: what the run's
+	// end reads, and what is not the jail's business.
+	if cg != nil {
+		cg.OpenStats()
+	}
+	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
+	if td != nil {
+		helper = helperIdentity(td)
+	}
 	if o.CaptureOutput {
 		// The receipt is printed as JSON with the output (neonbox-ns
 		// exec --json): its encoder is built while the jail runs.
@@ -712,7 +720,7 @@ func (r *Receipt) readCgroup(cg *cgroup.Cgroup) {
 // peakRSS reads this process's VmHWM (KiB). Unlike getrusage's maxrss it
 // starts afresh at execve, so a parent's memory does not show up in it.
 func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := linux.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}

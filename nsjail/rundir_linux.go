@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -75,20 +76,30 @@ func rootMount(stateDir string) (string, error) {
 	return dir, nil
 }
 
-// createRunDir makes the run's directories: reserveRunDir, then fill.
+// createRunDir makes the run's directories: reserveRunDir, its owner
+// file, then fill.
 func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, disk int64) (runDir, error) {
 	d, err := reserveRunDir(stateDir, id, disk == 0)
 	if err != nil {
 		return d, err
 	}
+	if err := d.writeOwner(); err != nil {
+		return d, err
+	}
 	return d, d.fill(workspace, ids, ws, disk)
 }
 
-// reserveRunDir makes the run's directory with its owner file, by which a
-// later run can tell that it was abandoned and clean up after it (the
-// run dir and the run's cgroup): so it comes before anything else the
-// run makes, and goes last. With spare, it takes a spare run dir if
+// reserveRunDir makes the run's directory: it comes before anything else
+// the run makes, and goes last. With spare, it takes a spare run dir if
 // there is one (not for a --disk run, whose tmpfs would hide it).
+//
+// The owner file (writeOwner), by which a later run tells that the run
+// was abandoned and cleans up after it (the run dir and the run's
+// cgroup), is the caller's to write, as soon as it likes: until then a
+// sweep takes the run dir for one being made, for abandonedAfter (its
+// mtime is now), so the caller must write it before anything that may
+// take that long. A run killed before leaves the run dir (and cgroup)
+// for a sweep after abandonedAfter.
 func reserveRunDir(stateDir, id string, spare bool) (runDir, error) {
 	runs := filepath.Join(stateDir, "runs")
 	d := runDir{path: filepath.Join(runs, id)}
@@ -97,7 +108,7 @@ func reserveRunDir(stateDir, id string, spare bool) (runDir, error) {
 		case err != nil:
 			return runDir{}, err
 		case claimed:
-			return d, d.writeOwner()
+			return d, nil
 		}
 	}
 	if err := os.MkdirAll(runs, 0o711); err != nil {
@@ -108,9 +119,6 @@ func reserveRunDir(stateDir, id string, spare bool) (runDir, error) {
 	// reach the mount points and layers, and nothing else.
 	if err := os.Mkdir(d.path, 0o711); err != nil {
 		return runDir{}, err
-	}
-	if err := d.writeOwner(); err != nil {
-		return d, err
 	}
 	return d, os.Chmod(d.path, 0o711)
 }
@@ -292,10 +300,14 @@ func listDirAt(fd int, dir string) ([]string, error) {
 // owner, this process first.
 func (d runDir) writeOwner() error {
 	tmp := filepath.Join(d.path, "owner.tmp")
-	if err := os.WriteFile(tmp, []byte(selfIdentity()), 0o600); err != nil {
+	if err := linux.WriteFile(tmp, []byte(selfIdentity()), unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(d.path, "owner"))
+	// Not os.Rename, which looks at the target first.
+	if err := unix.Rename(tmp, filepath.Join(d.path, "owner")); err != nil {
+		return &os.LinkError{Op: "rename", Old: tmp, New: filepath.Join(d.path, "owner"), Err: err}
+	}
+	return nil
 }
 
 // fill makes the overlay's upper and work dirs in the reserved run dir.
@@ -440,7 +452,7 @@ var selfIdentity = sync.OnceValue(func() string { return processIdentity(os.Getp
 // a process that has exited, zombies included (a teardown helper outlives
 // its parent, and its new one may be slow to reap it).
 func processIdentity(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := linux.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return ""
 	}
@@ -481,8 +493,9 @@ func sweepAbandoned(stateDir string) []string {
 		owner, err := os.ReadFile(filepath.Join(d.path, "owner"))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			// Being made (the owner file follows the mkdir at once),
-			// or its maker died in between.
+			// Being made (its owner file follows before anything
+			// that may take long: reserveRunDir), or its maker died
+			// in between.
 			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < abandonedAfter {
 				continue
 			}
