@@ -137,7 +137,7 @@ func (h *host) probeV2(mount string, mounts []mountInfo, unified string) {
 	if !isCgroup2(mount) {
 		h.v2Why = fmt.Sprintf("%s is not a cgroup2 mount", mount)
 		if u := filepath.Join(mount, "unified"); isCgroup2(u) {
-			ctrls, _ := os.ReadFile(filepath.Join(u, "cgroup.controllers"))
+			ctrls, _ := linux.ReadFile(filepath.Join(u, "cgroup.controllers"))
 			h.v2Why += fmt.Sprintf(" (hybrid host: the cgroup2 mount at %s offers controllers [%s])", u, strings.TrimSpace(string(ctrls)))
 		}
 		return

@@ -46,10 +46,13 @@ func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	// Not os.OpenFile, which offers the file to the netpoller first
+	// (see internal/linux.ReadFile): a run takes this lock on its way.
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), p)
 	deadline := time.Now().Add(timeout)
 	wait := time.Millisecond
 	for {

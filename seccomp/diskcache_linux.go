@@ -1,9 +1,12 @@
 package seccomp
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -64,15 +67,18 @@ func loadOrCompile(dir, key string, p *specs.LinuxSeccomp) ([]byte, error) {
 // errUntrusted marks a cached file that others could have written.
 var errUntrusted = errors.New("cached seccomp program not owned by us or writable by others")
 
+// readCached reads a cached program with plain system calls: it is on
+// every run's way to its jail, and os.OpenFile would offer the file to
+// the netpoller first (see internal/linux.ReadFile).
 func readCached(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, err
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, errUntrusted
@@ -81,8 +87,8 @@ func readCached(path string) ([]byte, error) {
 		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, st.Size)
 	}
 	bpf := make([]byte, st.Size)
-	if _, err := f.ReadAt(bpf, 0); err != nil {
-		return nil, err
+	if n, err := unix.Pread(fd, bpf, 0); err != nil || n != len(bpf) {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, io.ErrUnexpectedEOF)}
 	}
 	return bpf, nil
 }

@@ -77,7 +77,7 @@ func SetMountAttr(fd int, set uint64, usernsFD int, recursive bool) error {
 
 // LastCap reports the highest capability number the running kernel knows.
 func LastCap() (int, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	b, err := ReadFile("/proc/sys/kernel/cap_last_cap")
 	if err != nil {
 		return 0, err
 	}
