@@ -11,10 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -64,8 +62,6 @@ func (h *HeldRun) ids() overlay.IDMap {
 // ErrNoSuchRun is returned for a run id that is not held.
 var ErrNoSuchRun = errors.New("no such held run")
 
-var runIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{16}$`) })
-
 func heldDir(stateDir string) string { return filepath.Join(stateDir, "held") }
 
 // holdRun moves the finished run's directory aside with its metadata.
@@ -96,7 +92,7 @@ func LoadHeld(stateDir, id string) (*HeldRun, error) {
 	if stateDir == "" {
 		stateDir = DefaultStateDir()
 	}
-	if !runIDRE().MatchString(id) {
+	if !isRunID(id) {
 		return nil, fmt.Errorf("%w: %q is not a run id", ErrNoSuchRun, id)
 	}
 	dir := filepath.Join(heldDir(stateDir), id)

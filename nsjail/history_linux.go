@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/neonbox/neonbox-ns/internal/linux"
@@ -36,7 +34,12 @@ func newTxnDir(stateDir, workspace, runID string) string {
 	return filepath.Join(txnRoot(stateDir, workspace), fmt.Sprintf("%020d-%s", time.Now().UnixNano(), runID))
 }
 
-var txnNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{20}-[0-9a-f]{16}$`) })
+// isTxnName reports whether name is a transaction's: its time (20
+// digits), a dash and its run's id.
+func isTxnName(name string) bool {
+	t, id, ok := strings.Cut(name, "-")
+	return ok && len(t) == 20 && strings.Trim(t, "0123456789") == "" && isRunID(id)
+}
 
 // txnDirs lists a workspace's transactions, oldest first.
 func txnDirs(stateDir, workspace string) ([]string, error) {
@@ -50,7 +53,7 @@ func txnDirs(stateDir, workspace string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() && txnNameRE().MatchString(e.Name()) { // not an undo's scratch dir
+		if e.IsDir() && isTxnName(e.Name()) { // not an undo's scratch dir
 			out = append(out, filepath.Join(root, e.Name()))
 		}
 	}

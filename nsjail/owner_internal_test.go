@@ -152,3 +152,25 @@ func TestRunWaitingForTheLockOwnsItsRunDir(t *testing.T) {
 	require.NotNil(t, r)
 	assert.Equal(t, StatusSuccess, r.Status, "%+v", r.Error)
 }
+
+func TestRunIDAndTxnNames(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		id := newRunID()
+		require.True(t, isRunID(id), id)
+		require.True(t, isTxnName("00000001764600000000-"+id))
+	}
+	for _, s := range []string{"", "0123456789abcde", "0123456789abcdef0", "0123456789ABCDEF", "0123456789abcdeg", "../3456789abcdef"} {
+		assert.False(t, isRunID(s), "%q", s)
+	}
+	for _, s := range []string{
+		"0123456789abcdef",                       // a run id alone
+		"0000000176460000000-0123456789abcdef",   // 19 digits
+		"000000017646000000000-0123456789abcdef", // 21
+		"0000000176460000000x-0123456789abcdef",
+		"00000001764600000000-0123456789abcdeX",
+		"00000001764600000000_0123456789abcdef",
+		"00000001764600000000-0123456789abcdef.undo", // an undo's scratch dir
+	} {
+		assert.False(t, isTxnName(s), "%q", s)
+	}
+}

@@ -2,7 +2,6 @@ package nsjail
 
 import (
 	"cmp"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,10 +38,21 @@ type runDir struct {
 
 func (d runDir) upper() string { return filepath.Join(d.path, "upper") }
 
+// newRunID makes a run id: 16 hex digits from getrandom(2). (Not through
+// crypto/rand, whose packages' initialisation every start paid.)
 func newRunID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	var b [8]byte
+	if err := linux.Random(b[:]); err != nil {
+		// As crypto/rand does: a run cannot go on without an id.
+		panic(fmt.Sprintf("make a run id: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// isRunID reports whether s is a run id as newRunID makes them. (Not a
+// regexp, whose compilation a run would pay.)
+func isRunID(s string) bool {
+	return len(s) == 16 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 var spread sync.Map // runs dirs marked in this process

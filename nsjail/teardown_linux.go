@@ -33,7 +33,7 @@ func init() {
 // teardown helper, which re-executed itself keeping its pid and start
 // time. Nothing else is this entry point's to remove.
 func helperOwns(dir string) bool {
-	if filepath.Base(filepath.Dir(dir)) != "runs" || !runIDRE().MatchString(filepath.Base(dir)) {
+	if filepath.Base(filepath.Dir(dir)) != "runs" || !isRunID(filepath.Base(dir)) {
 		return false
 	}
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {

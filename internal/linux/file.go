@@ -3,6 +3,7 @@ package linux
 import (
 	"io"
 	"io/fs"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,4 +65,19 @@ func open(path string, flags int, perm uint32) (int, error) {
 		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	return fd, nil
+}
+
+// Random fills b from getrandom(2), EINTR retried.
+func Random(b []byte) error {
+	for n := 0; n < len(b); {
+		k, err := unix.Getrandom(b[n:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("getrandom", err)
+		}
+		n += k
+	}
+	return nil
 }
