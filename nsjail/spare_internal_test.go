@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"context"
 	bin "encoding/binary"
 	"errors"
 	"fmt"
@@ -221,4 +222,23 @@ func TestAwaitTeardowns(t *testing.T) {
 		_ = os.Remove(run)
 	}()
 	assert.True(t, AwaitTeardowns(state, time.Minute), "the run dir goes")
+}
+
+// The overlay leaves no bookkeeping xattr on the upper root of a run that
+// changed nothing there (uuid=off: overlay.MountData), which the next run
+// taking the dir as a spare would have to remove.
+func TestUpperRootKeepsNoOverlayUUID(t *testing.T) {
+	o, _, _ := preparedRun(t, 0o755)
+	o.Command = []string{"sh", "-c", "echo x > new.txt"}
+	o.Hold = true
+	r, err := Run(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, StatusSuccess, r.Status, "%+v", r.Error)
+	h, err := LoadHeld(o.StateDir, r.ID)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, DiscardHeld(o.StateDir, r.ID)) })
+	names, err := listNames(h.upper())
+	require.NoError(t, err)
+	assert.NotContains(t, names, "user.overlay.uuid")
+	assert.FileExists(t, filepath.Join(h.upper(), "new.txt"), "the run wrote through the overlay")
 }

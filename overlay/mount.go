@@ -16,6 +16,10 @@ import (
 //     (userxattr refuses redirect_dir=on anyway, so renaming a lower
 //     directory gives EXDEV and tools fall back to copying);
 //   - index=off, xino=off: no cross-layer inode bookkeeping to carry over;
+//   - uuid=off: no persistent uuid, which overlay (6.6+, uuid=auto) would
+//     otherwise write into each fresh upper dir's root as an xattr at
+//     mount, for file handles that index=off without NFS export never
+//     uses (5.11+ take the option);
 //   - volatile: overlay skips syncing the upper directory; a rollback
 //     throws it away and a commit makes its own changes durable.
 func MountData(lower, upper, work string) (string, error) {
@@ -25,7 +29,7 @@ func MountData(lower, upper, work string) (string, error) {
 		}
 	}
 	return "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
-		",userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off,volatile", nil
+		",userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off,uuid=off,volatile", nil
 }
 
 // checkOptionPath refuses paths that overlay's option parser would split or
