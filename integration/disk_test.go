@@ -3,8 +3,10 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,4 +64,35 @@ func TestDiskLimit(t *testing.T) {
 	assert.NotContains(t, string(mi), e.state, "no run's tmpfs stays mounted")
 	runs, _ := os.ReadDir(filepath.Join(e.state, "runs"))
 	assert.Empty(t, runs)
+}
+
+// A --disk run's dir keeps its owner file under the tmpfs too: a
+// neonbox-ns that does not see the tmpfs (another mount namespace), or
+// this run's cleanup once it has unmounted it, must not take the run dir
+// for abandoned.
+func TestDiskRunDirIsOwnedUnderItsTmpfs(t *testing.T) {
+	e := newEnv(t)
+	requireKernel66(t)
+	cmd := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--disk", "16M", "--", "sleep", "3")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	runs := filepath.Join(e.state, "runs")
+	var dir string
+	require.Eventually(t, func() bool {
+		entries, _ := os.ReadDir(runs)
+		for _, d := range entries {
+			p := filepath.Join(runs, d.Name())
+			if _, err := os.Stat(filepath.Join(p, "upper")); err == nil {
+				dir = p // filled: its tmpfs is mounted
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
+	// In a mount namespace of its own, under the tmpfs.
+	out, err := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", "umount "+dir+" && cat "+dir+"/owner").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Regexp(t, `^[0-9]+ [0-9]+`, string(out), "the owner under the tmpfs")
+	require.NoError(t, cmd.Wait())
 }

@@ -134,6 +134,7 @@ func (p *Pool) prepare() (*warmJail, error) {
 		return nil, errors.Join(err, w.teardown())
 	}
 	cfg.RunDir, cfg.Seccomp, cfg.Deferred = w.rd.path, p.filters, true
+	cfg.OneFS = w.rd.onFS(w.ws.Dev)
 	w.j, err = startJail(nil, nil, nil, cfg.Network, p.ids, w.cg, nil)
 	if err == nil {
 		if se := w.j.configure(cfg, w.cg); se != nil {

@@ -311,7 +311,7 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 	lower := filepath.Join(root, lowerDir)
 	p.Mkdir(lower, 0o700)
 	attachLower(p, cfg, lower)
-	data, err := overlay.MountData(lower, filepath.Join(cfg.RunDir, "upper"), filepath.Join(cfg.RunDir, "work"))
+	data, err := overlay.MountData(lower, filepath.Join(cfg.RunDir, "upper"), filepath.Join(cfg.RunDir, "work"), cfg.OneFS)
 	if err != nil {
 		p.Fail(err)
 		return
@@ -367,7 +367,7 @@ func stageLayers(p *jailinit.Program, cfg *childConfig, root string) {
 // the pivot, and takes the layers out of the jail's sight.
 func mountDeferredWorkspace(p *jailinit.Program, cfg *childConfig) {
 	p.Stage("workspace")
-	data, err := overlay.MountData(lowerDir, layersDir+"/upper", layersDir+"/work")
+	data, err := overlay.MountData(lowerDir, layersDir+"/upper", layersDir+"/work", cfg.OneFS)
 	if err != nil {
 		p.Fail(err)
 		return

@@ -67,6 +67,9 @@ type childConfig struct {
 	Cwd  string
 	// RunDir holds the overlay's upper/ and work/.
 	RunDir string
+	// OneFS says the workspace and the upper dir are on one filesystem
+	// (overlay.MountData).
+	OneFS bool
 	// RootMount is where the init mounts the new root before the pivot.
 	RootMount string
 	// Workspace is the workspace's path, on the host and in the jail.

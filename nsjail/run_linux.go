@@ -114,7 +114,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	defer func() {
 		r.Policy = policyRef(o.Policy)
 		if td != nil {
-			if helper == "" { // the run ended before the jail started
+			if helper == "" { // not learnt: the run ended before its jail had its command
 				helper = helperIdentity(td)
 				_ = own() // for the helper to join (else the cleanup is ours)
 			}
@@ -213,11 +213,19 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError(stage("recover"), err))
 		return r, nil
 	}
+	if o.DiskBytes > 0 {
+		// Before the tmpfs covers the run dir: what is under it needs
+		// its owner too (until a cleanup that unmounts first is done).
+		if err := own(); err != nil {
+			r.sandboxError(stepError("state", err))
+			return r, nil
+		}
+	}
 	if err := rd.fill(o.Workspace, ids, &ws, o.DiskBytes); err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
-	cfg.RunDir = rd.path
+	cfg.RunDir, cfg.OneFS = rd.path, rd.onFS(ws.Dev)
 	// The filters come with the rest: the init drops every privilege
 	// and loads neonbox-ns's own filter before it waits for the cgroup.
 	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
@@ -271,11 +279,15 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	r.Phases.PrepareMS = ms(time.Since(t0))
 	handed = true
 	// While the init joins the cgroup and execs CMD: what the run's
-	// end reads, and what is not the jail's business.
+	// end reads, and what is not the jail's business. The sweep goes
+	// beside the run (it can take seconds: an abandoned run's cgroup
+	// killed, its upper dir removed), not before await, which enforces
+	// the timeout.
 	if cg != nil {
 		cg.OpenStats()
 	}
-	r.Warnings = append(r.Warnings, sweepAbandoned(o.StateDir)...)
+	swept := make(chan []string, 1)
+	go func() { swept <- sweepAbandoned(o.StateDir) }()
 	if td != nil {
 		helper = helperIdentity(td)
 	}
@@ -285,6 +297,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		go warmReceiptJSON()
 	}
 	res := j.await(runCtx)
+	r.Warnings = append(r.Warnings, <-swept...)
 	tSpawn := res.clone
 	if td != nil {
 		ended = res // the helper takes its mount namespace

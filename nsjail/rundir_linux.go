@@ -38,6 +38,12 @@ type runDir struct {
 
 func (d runDir) upper() string { return filepath.Join(d.path, "upper") }
 
+// onFS reports whether the upper dir is on the filesystem dev.
+func (d runDir) onFS(dev uint64) bool {
+	var st unix.Stat_t
+	return unix.Stat(d.upper(), &st) == nil && st.Dev == dev
+}
+
 // newRunID makes a run id: 16 hex digits from getrandom(2). (Not through
 // crypto/rand, whose packages' initialisation every start paid.)
 func newRunID() string {
@@ -108,8 +114,8 @@ func createRunDir(stateDir, id, workspace string, ids idPlan, ws *unix.Stat_t, d
 // cgroup), is the caller's to write, as soon as it likes: until then a
 // sweep takes the run dir for one being made, for abandonedAfter (its
 // mtime is now), so the caller must write it before anything that may
-// take that long. A run killed before leaves the run dir (and cgroup)
-// for a sweep after abandonedAfter.
+// take that long. A run killed before leaves the run dir for a sweep
+// after abandonedAfter.
 func reserveRunDir(stateDir, id string, spare bool) (runDir, error) {
 	runs := filepath.Join(stateDir, "runs")
 	d := runDir{path: filepath.Join(runs, id)}

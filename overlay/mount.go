@@ -16,20 +16,26 @@ import (
 //     (userxattr refuses redirect_dir=on anyway, so renaming a lower
 //     directory gives EXDEV and tools fall back to copying);
 //   - index=off, xino=off: no cross-layer inode bookkeeping to carry over;
-//   - uuid=off: no persistent uuid, which overlay (6.6+, uuid=auto) would
-//     otherwise write into each fresh upper dir's root as an xattr at
-//     mount, for file handles that index=off without NFS export never
-//     uses (5.11+ take the option);
+//   - uuid=off, where lower and upper are on one filesystem (oneFS): no
+//     persistent uuid, which overlay (6.6+, uuid=auto) would otherwise
+//     write into each fresh upper dir's root as an xattr at mount, for
+//     file handles that index=off without NFS export never uses (5.11+
+//     take the option; over two filesystems the kernel ignores it, with
+//     a warning in its log at every mount);
 //   - volatile: overlay skips syncing the upper directory; a rollback
 //     throws it away and a commit makes its own changes durable.
-func MountData(lower, upper, work string) (string, error) {
+func MountData(lower, upper, work string, oneFS bool) (string, error) {
 	for _, p := range []string{lower, upper, work} {
 		if err := checkOptionPath(p); err != nil {
 			return "", err
 		}
 	}
+	uuid := ""
+	if oneFS {
+		uuid = ",uuid=off"
+	}
 	return "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
-		",userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off,uuid=off,volatile", nil
+		",userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off" + uuid + ",volatile", nil
 }
 
 // checkOptionPath refuses paths that overlay's option parser would split or

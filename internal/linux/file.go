@@ -49,11 +49,12 @@ func WriteFile(path string, data []byte, flags int, perm uint32) error {
 	if err == nil && n < len(data) {
 		err = io.ErrShortWrite
 	}
-	if cerr := unix.Close(fd); err == nil && cerr != nil {
-		err = cerr
-	}
 	if err != nil {
+		unix.Close(fd)
 		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	if err := unix.Close(fd); err != nil {
+		return &fs.PathError{Op: "close", Path: path, Err: err}
 	}
 	return nil
 }
