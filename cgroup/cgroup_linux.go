@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,19 @@ func Unified() bool { return isCgroup2(defaultV2Mount) }
 
 // New is the package's New on what h found.
 func (h *Host) New(name string, l Limits) (*Cgroup, error) { return newAt(h.h, name, l) }
+
+// WithoutFreezer returns h for cgroups that New makes without a v1
+// freezer hierarchy: for processes that all live in one pid namespace
+// whose init the caller kills, which kills the rest (the kernel's
+// zap_pid_ns_processes), so that Kill need not freeze them to win
+// against fork (it signals them in rounds). A run's cgroup then costs a
+// directory and a tasks file fewer. On v2 nothing changes.
+func (h *Host) WithoutFreezer() *Host {
+	c := *h.h
+	c.v1 = maps.Clone(h.h.v1)
+	delete(c.v1, "freezer")
+	return &Host{&c}
+}
 
 // newAt is New on what probe found.
 func newAt(h *host, name string, l Limits) (*Cgroup, error) {

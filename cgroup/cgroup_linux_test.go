@@ -448,6 +448,30 @@ sleep 1000 &
 sh -c 'trap "" TERM; sleep 1000 & echo ready; wait' &
 wait`
 
+// A cgroup made WithoutFreezer has no freezer directory on v1, and Kill
+// still ends a process tree in it.
+func TestWithoutFreezer(t *testing.T) {
+	requireCgroups(t)
+	c := cleanupCgroup(t, func(name string) (*Cgroup, error) { return Probe().WithoutFreezer().New(name, Limits{Pids: 64}) })
+	if c.Version() == V1 {
+		assert.Empty(t, c.dir("freezer"))
+		if _, err := os.Stat("/sys/fs/cgroup/freezer"); err == nil {
+			full := cleanupCgroup(t, func(name string) (*Cgroup, error) { return New(name, Limits{Pids: 64}) })
+			assert.NotEmpty(t, full.dir("freezer"), "New alone keeps the freezer where it is mounted")
+		}
+	}
+	cmd := start(t, c, command("sh", "-c", treeScript))
+	pids := waitProcs(t, c, 4)
+	require.NoError(t, c.Kill())
+	left, err := c.procs()
+	require.NoError(t, err)
+	assert.Empty(t, left)
+	assert.Error(t, cmd.Wait())
+	for _, pid := range pids {
+		assert.True(t, deadOrZombie(pid), "pid %d lives on", pid)
+	}
+}
+
 func TestKillKillsProcessTree(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -58,7 +58,7 @@ func NewPool(ctx context.Context, o Options, size int) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{tmpl: o, ids: ids, filters: filters, host: cgroup.Probe(), ready: make(chan *warmJail, size), slots: make(chan struct{}, size)}
+	p := &Pool{tmpl: o, ids: ids, filters: filters, host: cgroup.Probe().WithoutFreezer(), ready: make(chan *warmJail, size), slots: make(chan struct{}, size)}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	// The first jail is prepared now, so that a pool that cannot work
 	// says so at once.

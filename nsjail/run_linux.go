@@ -248,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
-	cg, err = r.newCgroup(&o, log, cgroup.Probe())
+	cg, err = r.newCgroup(&o, log, cgroup.Probe().WithoutFreezer())
 	if err != nil {
 		r.sandboxError(stepError("cgroup", err))
 		return r, nil
