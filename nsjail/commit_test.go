@@ -282,3 +282,37 @@ func kernelAtLeast(major, minor int) bool {
 	}
 	return ma > major || ma == major && mi >= minor
 }
+
+// uuid=off only where the workspace and the upper dir share a
+// filesystem: over two, the kernel would ignore it and log a warning at
+// every mount.
+func TestOverlayUUIDOffOnlyOnOneFilesystem(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := testutil.WorldTraversableTempDir(t)
+	options := func(t *testing.T, ws string) string {
+		t.Helper()
+		r, err := nsjail.Run(context.Background(), nsjail.Options{
+			Command:       []string{"grep", " - overlay ", "/proc/self/mountinfo"},
+			Workspace:     ws,
+			StateDir:      filepath.Join(base, "state"),
+			CaptureOutput: true,
+		})
+		require.NoError(t, err)
+		require.Equal(t, nsjail.StatusSuccess, r.Status, "%+v", r.Error)
+		require.NotNil(t, r.Stdout)
+		return *r.Stdout
+	}
+	same := filepath.Join(base, "ws")
+	require.NoError(t, os.Mkdir(same, 0o755))
+	assert.Contains(t, options(t, same), ",uuid=off,", "the workspace is on the state dir's filesystem")
+
+	if !kernelAtLeast(6, 3) {
+		t.Log("the other filesystem here is a tmpfs, which Linux idmaps from 6.3 on: not tried")
+		return
+	}
+	other := filepath.Join(base, "tmpfs")
+	require.NoError(t, os.Mkdir(other, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", other, "tmpfs", 0, "size=1m,mode=0755"))
+	t.Cleanup(func() { assert.NoError(t, unix.Unmount(other, unix.MNT_DETACH)) })
+	assert.NotContains(t, options(t, other), "uuid=off")
+}

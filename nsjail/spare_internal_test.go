@@ -242,33 +242,3 @@ func TestUpperRootKeepsNoOverlayUUID(t *testing.T) {
 	assert.NotContains(t, names, "user.overlay.uuid")
 	assert.FileExists(t, filepath.Join(h.upper(), "new.txt"), "the run wrote through the overlay")
 }
-
-// uuid=off only where the workspace and the upper dir share a
-// filesystem: over two, the kernel would ignore it and log a warning at
-// every mount.
-func TestOverlayUUIDOffOnlyOnOneFilesystem(t *testing.T) {
-	testutil.RequireRoot(t)
-	base := testutil.WorldTraversableTempDir(t)
-	options := func(t *testing.T, ws string) string {
-		t.Helper()
-		r, err := Run(context.Background(), Options{
-			Command:       []string{"grep", " - overlay ", "/proc/self/mountinfo"},
-			Workspace:     ws,
-			StateDir:      filepath.Join(base, "state"),
-			CaptureOutput: true,
-		})
-		require.NoError(t, err)
-		require.Equal(t, StatusSuccess, r.Status, "%+v", r.Error)
-		require.NotNil(t, r.Stdout)
-		return *r.Stdout
-	}
-	same := filepath.Join(base, "ws")
-	require.NoError(t, os.Mkdir(same, 0o755))
-	assert.Contains(t, options(t, same), ",uuid=off,", "the workspace is on the state dir's filesystem")
-
-	other := filepath.Join(base, "tmpfs")
-	require.NoError(t, os.Mkdir(other, 0o755))
-	require.NoError(t, unix.Mount("tmpfs", other, "tmpfs", 0, "size=1m,mode=0755"))
-	t.Cleanup(func() { assert.NoError(t, unix.Unmount(other, unix.MNT_DETACH)) })
-	assert.NotContains(t, options(t, other), "uuid=off")
-}
