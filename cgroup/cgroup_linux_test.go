@@ -448,6 +448,28 @@ sleep 1000 &
 sh -c 'trap "" TERM; sleep 1000 & echo ready; wait' &
 wait`
 
+// On v1 a cgroup gets a directory in the cpu hierarchy only for a CPU
+// limit (where cpu is not mounted with cpuacct).
+func TestV1CPUHierarchyOnlyForACPULimit(t *testing.T) {
+	requireCgroups(t)
+	h := Probe()
+	if v, _ := h.h.version(); v != V1 {
+		testutil.Skip(t, "not a v1 host")
+	}
+	cpu, acct := h.h.v1["cpu"], h.h.v1["cpuacct"]
+	if cpu.own.dir == acct.own.dir {
+		testutil.Skip(t, "cpu and cpuacct share a hierarchy here")
+	}
+	none := cleanupCgroup(t, func(name string) (*Cgroup, error) { return h.New(name, Limits{Pids: 64}) })
+	assert.Empty(t, none.dir("cpu"))
+	assert.NotEmpty(t, none.dir("cpuacct"))
+	s, err := none.Stats()
+	require.NoError(t, err)
+	assert.Zero(t, s.NrThrottled)
+	limited := cleanupCgroup(t, func(name string) (*Cgroup, error) { return h.New(name, Limits{CPUs: 1}) })
+	assert.NotEmpty(t, limited.dir("cpu"))
+}
+
 // A cgroup made WithoutFreezer has no freezer directory on v1, and Kill
 // still ends a process tree in it.
 func TestWithoutFreezer(t *testing.T) {

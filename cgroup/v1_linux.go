@@ -32,7 +32,11 @@ func newV1(hiers map[string]v1Hier, name string, l Limits, quota int64, why stri
 	byDir := map[string]int{} // co-mounted controllers share one directory
 	for _, ctrl := range v1Controllers {
 		h, ok := hiers[ctrl]
-		if !ok {
+		if !ok || ctrl == "cpu" && quota <= 0 {
+			// Without a CPU limit the cpu hierarchy would only count
+			// throttling, of which there is none (cpuacct counts the
+			// time, and keeps a directory shared with cpu where the two
+			// are mounted together).
 			continue
 		}
 		dir := filepath.Join(h.own.dir, runsDir, name)
