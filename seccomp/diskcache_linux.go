@@ -35,9 +35,59 @@ func CompileIn(dir string, p *specs.LinuxSeccomp) (*Program, error) {
 }
 
 // CompileDefaultIn is CompileIn(dir, DefaultProfile(subprocess)), done
-// once per process.
+// once per process. The program is also kept in dir under this binary's
+// identity (defaultKey) and read back by it, so that a new process need
+// not build and hash the default profile to find it (0.1 ms of a cold
+// start).
 func CompileDefaultIn(dir string, subprocess bool) (*Program, error) {
-	return diskDefaults[slot(subprocess)].get(func() (*Program, error) { return CompileIn(dir, DefaultProfile(subprocess)) })
+	return diskDefaults[slot(subprocess)].get(func() (*Program, error) { return compileDefaultIn(dir, subprocess) })
+}
+
+func compileDefaultIn(dir string, subprocess bool) (*Program, error) {
+	name, nameErr := defaultKey(subprocess)
+	if nameErr == nil {
+		if prog, err := readDefault(filepath.Join(dir, name+".default")); err == nil {
+			return prog, nil
+		}
+	}
+	prog, err := CompileIn(dir, DefaultProfile(subprocess))
+	if err == nil && nameErr == nil {
+		_ = writeCached(dir, name+".default", append([]byte(prog.Hash), prog.BPF...))
+	}
+	return prog, err
+}
+
+// defaultKey names the default profile's program as this binary makes
+// it. The profile is the binary's own code, so the binary's identity (the
+// device, inode, size and modification time of /proc/self/exe) stands for
+// it, with libseccomp's version (a shared libseccomp can change under the
+// binary).
+func defaultKey(subprocess bool) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: "/proc/self/exe", Err: err}
+	}
+	major, minor, micro := libseccomp.GetLibraryVersion()
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00default\x00%t\x00%d.%d.%d\x00%s\x00%d:%d:%d:%d.%d", cacheFormat, subprocess,
+		major, minor, micro, runtime.GOARCH, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	return fmt.Sprintf("%x", h.Sum(nil)[:16]), nil
+}
+
+// hashLen is the length of a Program's Hash (profileHash).
+const hashLen = 32
+
+// readDefault reads what compileDefaultIn keeps under defaultKey: the
+// profile's hash, then its program.
+func readDefault(path string) (*Program, error) {
+	b, err := readTrusted(path, hashLen+maxBPF)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) <= hashLen || (len(b)-hashLen)%8 != 0 {
+		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, len(b))
+	}
+	return &Program{Hash: string(b[:hashLen]), BPF: b[hashLen:]}, nil
 }
 
 // diskKey names the compiled program of the profile whose encoding
@@ -71,6 +121,23 @@ var errUntrusted = errors.New("cached seccomp program not owned by us or writabl
 // every run's way to its jail, and os.OpenFile would offer the file to
 // the netpoller first (see internal/linux.ReadFile).
 func readCached(path string) ([]byte, error) {
+	bpf, err := readTrusted(path, maxBPF)
+	if err != nil {
+		return nil, err
+	}
+	if len(bpf) == 0 || len(bpf)%8 != 0 {
+		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, len(bpf))
+	}
+	return bpf, nil
+}
+
+// maxBPF is the size of the longest program the kernel loads
+// (BPF_MAXINSNS, 8 bytes each).
+const maxBPF = 8 * 0xffff
+
+// readTrusted reads a cached file of at most max bytes, if this user
+// owns it and nobody else may write it.
+func readTrusted(path string, max int64) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
@@ -83,14 +150,14 @@ func readCached(path string) ([]byte, error) {
 	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, errUntrusted
 	}
-	if st.Size <= 0 || st.Size%8 != 0 || st.Size > 8*0xffff {
+	if st.Size <= 0 || st.Size > max {
 		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, st.Size)
 	}
-	bpf := make([]byte, st.Size)
-	if n, err := unix.Pread(fd, bpf, 0); err != nil || n != len(bpf) {
+	b := make([]byte, st.Size)
+	if n, err := unix.Pread(fd, b, 0); err != nil || n != len(b) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, io.ErrUnexpectedEOF)}
 	}
-	return bpf, nil
+	return b, nil
 }
 
 // writeCached writes bpf to dir/name atomically (a reader sees all of it

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -135,4 +136,46 @@ func TestCompileInCompilesTheProfile(t *testing.T) {
 	assert.Equal(t, want, a.BPF)
 	_, hash := profileHash(p)
 	assert.Equal(t, hash, a.Hash)
+}
+
+// The default profile's program is kept under the binary's identity too,
+// and a new process reads it back by that name without building the
+// profile; what it cannot trust, or what is not a hash and a whole
+// program, it ignores.
+func TestDefaultProgramKeptByBinary(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "seccomp")
+	want, err := CompileIn(dir, DefaultProfile(true))
+	require.NoError(t, err)
+	got, err := compileDefaultIn(dir, true)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	name, err := defaultKey(true)
+	require.NoError(t, err)
+	other, err := defaultKey(false)
+	require.NoError(t, err)
+	assert.NotEqual(t, name, other)
+	path := filepath.Join(dir, name+".default")
+	require.FileExists(t, path)
+
+	// Read back by name: a planted (valid) program is what comes back.
+	allow := []byte{0x06, 0, 0, 0, 0, 0, 0xff, 0x7f}
+	hash := strings.Repeat("a", hashLen)
+	require.NoError(t, os.WriteFile(path, append([]byte(hash), allow...), 0o600))
+	got, err = compileDefaultIn(dir, true)
+	require.NoError(t, err)
+	assert.Equal(t, &Program{BPF: allow, Hash: hash}, got)
+
+	for name, plant := range map[string]func(){
+		"writable by others":  func() { require.NoError(t, os.Chmod(path, 0o622)) },
+		"a hash alone":        func() { require.NoError(t, os.WriteFile(path, []byte(hash), 0o600)) },
+		"not a whole program": func() { require.NoError(t, os.WriteFile(path, append([]byte(hash), allow[:5]...), 0o600)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(path, append([]byte(hash), allow...), 0o600))
+			plant()
+			got, err := compileDefaultIn(dir, true)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "compiled, not read back")
+		})
+	}
 }
