@@ -163,6 +163,45 @@ func TestExecQueuesTheLastRunsBase(t *testing.T) {
 	assert.Contains(t, steps, "base_prestarted")
 }
 
+// A run that wrote the state dir's base stamps it (the host as the survey
+// sees it); the next run, with that base queued and the host unchanged,
+// takes it without surveying. A stamp that names another base, or that
+// others may write, is not taken, and is replaced.
+func TestExecTakesAStampedBase(t *testing.T) {
+	e := newEnv(t)
+	if cgroup.Unified() {
+		t.Skip("a unified cgroup2 host prestarts no init")
+	}
+	stamp := filepath.Join(e.state, jailinit.BaseFile+".stamp")
+	run := func() map[string]any {
+		t.Helper()
+		return spawnSteps(t, e.exec(t, "", []string{"--json"}, "true"))
+	}
+	steps := run()
+	assert.NotContains(t, steps, "base_stamped", "no base yet")
+	require.FileExists(t, stamp)
+	steps = run()
+	assert.Contains(t, steps, "base_prestarted")
+	assert.Contains(t, steps, "base_stamped")
+
+	good, err := os.ReadFile(stamp)
+	require.NoError(t, err)
+	bad := bytes.Clone(good)
+	bad[0] ^= 0xff // the hash of another base
+	require.NoError(t, os.WriteFile(stamp, bad, 0o600))
+	steps = run()
+	assert.Contains(t, steps, "base_prestarted", "the base itself is this run's")
+	assert.NotContains(t, steps, "base_stamped")
+	got, err := os.ReadFile(stamp)
+	require.NoError(t, err)
+	assert.Equal(t, good, got, "stamped again")
+	assert.Contains(t, run(), "base_stamped")
+
+	require.NoError(t, os.Chmod(stamp, 0o622))
+	assert.NotContains(t, run(), "base_stamped", "others may write it")
+	assert.Contains(t, run(), "base_stamped", "replaced")
+}
+
 // A prestarted init that no run takes holds the caller's stdout and
 // stderr: it must go with neonbox-ns, or a caller that reads them to the
 // end would wait forever.

@@ -260,6 +260,18 @@ func writePrestartBase(stateDir string, base []byte) error {
 	return linux.WriteFileAtomic(stateDir, jailinit.BaseFile, append(header, base...))
 }
 
+// queuedBase is the base queued for the prestarted init, if there is one
+// (which stays to be taken).
+func queuedBase() []byte {
+	AdoptPrestarted()
+	prestarted.Lock()
+	defer prestarted.Unlock()
+	if j := prestarted.j; j != nil && j.pre != nil {
+		return j.pre.Base
+	}
+	return nil
+}
+
 // takePrestarted returns the adopted prestarted init, once, or nil.
 func takePrestarted() *jail {
 	AdoptPrestarted()

@@ -10,6 +10,7 @@ package nsjail
 // "credentials", "sync".
 
 import (
+	"errors"
 	"path/filepath"
 	"sync"
 
@@ -77,6 +78,9 @@ func tasksSlot(cfg *childConfig) int {
 
 // baseProgram is the first part of what the init runs for cfg.
 func baseProgram(cfg *childConfig) ([]byte, error) {
+	if cfg.noHostView {
+		return nil, errors.New("the base of a jail built without the host's directories")
+	}
 	var p jailinit.Program
 	p.Stage("config")
 	p.Mark()

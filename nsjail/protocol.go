@@ -70,6 +70,9 @@ type childConfig struct {
 	// OneFS says the workspace and the upper dir are on one filesystem
 	// (overlay.MountData).
 	OneFS bool
+	// noHostView: made without the host's directories (bareJailConfig),
+	// so that baseProgram refuses it.
+	noHostView bool
 	// RootMount is where the init mounts the new root before the pivot.
 	RootMount string
 	// Workspace is the workspace's path, on the host and in the jail.

@@ -1,7 +1,9 @@
 package nsjail
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,6 +96,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	early := !cgroup.Unified() && o.DiskBytes == 0
 	var j *jail
 	var base []byte // the base of the init's program
+	// The base the prestart queued, and the host's stamp: the base can
+	// be taken as it is, or be stamped for the next run (stampBase).
+	var queued []byte
+	var host [sha256.Size]byte
+	var hostOK, stampBase bool
 
 	r := &Receipt{
 		ID:          id,
@@ -138,6 +145,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 				log.Debug("prestart base", "err", err)
 			}
 		}
+		if j != nil && stampBase && (j.writeBase || bytes.Equal(queued, base)) {
+			// The state dir's base is this run's: stamp it.
+			if err := writeBaseStamp(o.StateDir, base, host); err != nil {
+				log.Debug("prestart base stamp", "err", err)
+			}
+		}
 		r.TotalMS = ms(time.Since(t0))
 		r.Phases.ParentPeakRSSKiB = peakRSS()
 		if !tFinished.IsZero() {
@@ -161,16 +174,30 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
-	cfg, err := jailConfig(&o, ids)
+	cfg, err := bareJailConfig(&o, ids)
 	if err != nil {
 		r.sandboxError(stepError("state", err))
 		return r, nil
 	}
 	cfg.Argv, cfg.Env, cfg.Cwd = o.Command, env, o.Cwd
 	cfg.DevPts = anyTerminal(o.Stdin, o.Stdout, o.Stderr)
-	if base, err = baseProgram(cfg); err != nil {
-		r.sandboxError(asStepError("config", err))
-		return r, nil
+	// The base of the init's program: the one the prestart queued,
+	// where the host still stamps as when it was written
+	// (stamp_linux.go), else built from a survey of the host.
+	if early && !network && ids.rootful {
+		queued = queuedBase()
+		host, hostOK = hostStamp()
+	}
+	stamped := hostOK && queued != nil && stampedBase(o.StateDir, queued, host)
+	if stamped {
+		base = queued
+	} else {
+		cfg.addHostView()
+		if base, err = baseProgram(cfg); err != nil {
+			r.sandboxError(asStepError("config", err))
+			return r, nil
+		}
+		stampBase = hostOK
 	}
 	// Where the jail can be born before its cgroup exists (no unified
 	// cgroup2 mount: a v1 cgroup, or none; the init joins at the end of
@@ -194,6 +221,9 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		// The init builds the base of the jail meanwhile; a failure
 		// is reported by await.
 		_ = j.sendBase(base)
+		if stamped {
+			j.mark("base_stamped")
+		}
 	}
 
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace, own)
@@ -373,18 +403,33 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // jailConfig describes the jail o asks for, but for the command, the run
 // dir and the seccomp filters.
 func jailConfig(o *Options, ids idPlan) (*childConfig, error) {
+	cfg, err := bareJailConfig(o, ids)
+	if err == nil {
+		cfg.addHostView()
+	}
+	return cfg, err
+}
+
+// addHostView adds the host's system directories and masked files
+// (hostView), which the base of the init's program needs.
+func (c *childConfig) addHostView() {
+	view := hostView()
+	c.ReadOnly, c.Symlinks, c.Masked = view.readOnly, view.symlinks, view.masked
+	c.noHostView = false
+}
+
+// bareJailConfig is jailConfig without the host's directories: enough for
+// all but the base of the init's program.
+func bareJailConfig(o *Options, ids idPlan) (*childConfig, error) {
 	mnt, err := rootMount(o.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	view := hostView()
 	return &childConfig{
+		noHostView:  true,
 		RootMount:   mnt,
 		Workspace:   o.Workspace,
 		WorkspaceFD: ids.rootful,
-		ReadOnly:    view.readOnly,
-		Symlinks:    view.symlinks,
-		Masked:      view.masked,
 		UID:         ids.jailUID,
 		GID:         ids.jailGID,
 		SetGroups:   ids.setGroups(),

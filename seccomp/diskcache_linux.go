@@ -1,11 +1,9 @@
 package seccomp
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -138,26 +136,11 @@ const maxBPF = 8 * 0xffff
 // readTrusted reads a cached file of at most max bytes, if this user
 // owns it and nobody else may write it.
 func readTrusted(path string, max int64) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	b, err := linux.ReadOwnFile(path, max)
+	if errors.Is(err, linux.ErrNotOwn) {
 		return nil, errUntrusted
 	}
-	if st.Size <= 0 || st.Size > max {
-		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, st.Size)
-	}
-	b := make([]byte, st.Size)
-	if n, err := unix.Pread(fd, b, 0); err != nil || n != len(b) {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, io.ErrUnexpectedEOF)}
-	}
-	return b, nil
+	return b, err
 }
 
 // writeCached writes bpf to dir/name atomically (a reader sees all of it

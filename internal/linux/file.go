@@ -1,6 +1,9 @@
 package linux
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -82,3 +85,33 @@ func Random(b []byte) error {
 	}
 	return nil
 }
+
+// ReadOwnFile reads the regular file at path, of at most max bytes, if
+// this process's user owns it and nobody else may write it (for files a
+// process keeps for its later runs, in a directory of its own), without
+// following a symlink at path.
+func ReadOwnFile(path string, max int64) ([]byte, error) {
+	fd, err := open(path, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotOwn}
+	}
+	if st.Size <= 0 || st.Size > max {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("size %d, not 1 to %d bytes", st.Size, max)}
+	}
+	b := make([]byte, st.Size)
+	if n, err := unix.Pread(fd, b, 0); err != nil || n != len(b) {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, io.ErrUnexpectedEOF)}
+	}
+	return b, nil
+}
+
+// ErrNotOwn says that a file is not this user's alone (ReadOwnFile).
+var ErrNotOwn = errors.New("not owned by us, or writable by others, or not a regular file")

@@ -1,0 +1,85 @@
+package nsjail
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
+)
+
+// The base of a jail's program (baseProgram) depends on the state dir, on
+// whether the jail has network, and on the host: its system directories
+// and masked files (hostView's survey) and its kernel's /proc. A run that
+// surveyed, built the base and compared it with the one the prestart
+// queued (jailinit.BaseFile) paid 0.3 ms of a cold start for it. So the
+// run that writes a base also records, in baseStampFile, the base's
+// hash and a stamp of what the survey looks at (hostStamp); a later run
+// whose host stamps the same, with that very base queued, takes the base
+// as its own without surveying.
+const baseStampFile = "prestart-base.stamp"
+
+// stampedDirs are the directories whose entries the survey looks at. A
+// directory's mtime and ctime change when an entry is added, removed or
+// replaced (renamed over), and its ctime cannot be set back.
+var stampedDirs = []string{"/", "/etc", "/etc/security", "/etc/ssh"}
+
+// racyWindow: the kernel's file times are coarse, so a directory that
+// changed this recently may change again without its times changing.
+// hostStamp gives no stamp then.
+var racyWindow = 2 * time.Second
+
+// hostStamp stamps what the survey looks at: the kernel's boot id (the
+// /proc entries are the running kernel's), and the device, inode, mtime
+// and ctime of each of stampedDirs (or that it is absent). ok is false
+// where one of them changed within racyWindow or cannot be read.
+func hostStamp() (stamp [sha256.Size]byte, ok bool) {
+	h := sha256.New()
+	h.Write([]byte("neonbox-host-stamp-1\x00"))
+	boot, err := linux.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return stamp, false
+	}
+	h.Write(boot)
+	recent := time.Now().Add(-racyWindow).UnixNano()
+	for _, d := range stampedDirs {
+		var st unix.Stat_t
+		err := unix.Stat(d, &st)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			fmt.Fprintf(h, "%s\x00absent\x00", d)
+			continue
+		case err != nil:
+			return stamp, false
+		case st.Mtim.Nano() >= recent || st.Ctim.Nano() >= recent:
+			return stamp, false
+		}
+		fmt.Fprintf(h, "%s\x00%d:%d:%d:%d\x00", d, st.Dev, st.Ino, st.Mtim.Nano(), st.Ctim.Nano())
+	}
+	copy(stamp[:], h.Sum(nil))
+	return stamp, true
+}
+
+// stampedBase reports whether the state dir's baseStampFile names base
+// for a host stamped host (the file read only if this user owns it and
+// nobody else may write it).
+func stampedBase(stateDir string, base []byte, host [sha256.Size]byte) bool {
+	b, err := linux.ReadOwnFile(filepath.Join(stateDir, baseStampFile), 2*sha256.Size)
+	if err != nil || len(b) != 2*sha256.Size {
+		return false
+	}
+	sum := sha256.Sum256(base)
+	return bytes.Equal(b[:sha256.Size], sum[:]) && bytes.Equal(b[sha256.Size:], host[:])
+}
+
+// writeBaseStamp records that base was built on a host stamped host,
+// whole or not at all.
+func writeBaseStamp(stateDir string, base []byte, host [sha256.Size]byte) error {
+	sum := sha256.Sum256(base)
+	return linux.WriteFileAtomic(stateDir, baseStampFile, append(sum[:], host[:]...))
+}
