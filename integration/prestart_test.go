@@ -179,6 +179,14 @@ func TestExecTakesAStampedBase(t *testing.T) {
 	}
 	steps := run()
 	assert.NotContains(t, steps, "base_stamped", "no base yet")
+	for i := 0; i < 3; i++ {
+		if _, err := os.Stat(stamp); err == nil {
+			break
+		}
+		// One of the stamped host directories changed in the last 2 s.
+		time.Sleep(2100 * time.Millisecond)
+		run()
+	}
 	require.FileExists(t, stamp)
 	steps = run()
 	assert.Contains(t, steps, "base_prestarted")
@@ -194,12 +202,27 @@ func TestExecTakesAStampedBase(t *testing.T) {
 	assert.NotContains(t, steps, "base_stamped")
 	got, err := os.ReadFile(stamp)
 	require.NoError(t, err)
-	assert.Equal(t, good, got, "stamped again")
+	assert.Equal(t, good[:32], got[:32], "stamped again, with this base's hash")
 	assert.Contains(t, run(), "base_stamped")
 
 	require.NoError(t, os.Chmod(stamp, 0o622))
 	assert.NotContains(t, run(), "base_stamped", "others may write it")
 	assert.Contains(t, run(), "base_stamped", "replaced")
+
+	// A stamped run that fails leaves no stamp: the next run surveys.
+	busy := exec.Command(binary, "exec", "--workspace", e.ws, "--state-dir", e.state, "--", "sleep", "2")
+	busy.Env = []string{"PATH=/usr/bin:/bin"}
+	require.NoError(t, busy.Start())
+	t.Cleanup(func() { _ = busy.Process.Kill(); _ = busy.Wait() })
+	require.Eventually(t, func() bool {
+		entries, _ := os.ReadDir(filepath.Join(e.state, "runs"))
+		return len(entries) > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // past its lock
+	r := e.exec(t, "", []string{"--json", "--lock-timeout", "50ms"}, "true")
+	assert.Equal(t, "SANDBOX_ERROR", decodeReceipt(t, r.stdout)["status"], r.stderr)
+	assert.NoFileExists(t, stamp)
+	require.NoError(t, busy.Wait())
 }
 
 // A prestarted init that no run takes holds the caller's stdout and

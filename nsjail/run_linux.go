@@ -100,7 +100,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// be taken as it is, or be stamped for the next run (stampBase).
 	var queued []byte
 	var host [sha256.Size]byte
-	var hostOK, stampBase bool
+	var hostOK, stamped, stampBase bool
 
 	r := &Receipt{
 		ID:          id,
@@ -143,7 +143,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 			// For the next run's prestarted init (the CLI's).
 			if err := writePrestartBase(o.StateDir, base); err != nil {
 				log.Debug("prestart base", "err", err)
+				stampBase = false
 			}
+		}
+		if stamped && r.Status == StatusSandboxError {
+			// Whatever failed, the next run surveys the host again.
+			_ = os.Remove(filepath.Join(o.StateDir, baseStampFile))
 		}
 		if j != nil && stampBase && (j.writeBase || bytes.Equal(queued, base)) {
 			// The state dir's base is this run's: stamp it.
@@ -188,7 +193,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		queued = queuedBase()
 		host, hostOK = hostStamp()
 	}
-	stamped := hostOK && queued != nil && stampedBase(o.StateDir, queued, host)
+	stamped = hostOK && queued != nil && stampedBase(o.StateDir, queued, host)
 	if stamped {
 		base = queued
 	} else {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/neonbox/neonbox-ns/internal/jailinit"
 	"github.com/neonbox/neonbox-ns/internal/linux"
 )
 
@@ -34,18 +35,36 @@ var stampedDirs = []string{"/", "/etc", "/etc/security", "/etc/ssh"}
 // hostStamp gives no stamp then.
 var racyWindow = 2 * time.Second
 
-// hostStamp stamps what the survey looks at: the kernel's boot id (the
-// /proc entries are the running kernel's), and the device, inode, mtime
-// and ctime of each of stampedDirs (or that it is absent). ok is false
-// where one of them changed within racyWindow or cannot be read.
+// hostStamp stamps what the survey looks at: the binary (the base's
+// header names it too), the kernel's boot id, the type of each masked
+// /proc entry (a module loaded since boot adds /proc/scsi or
+// /proc/asound), and the device, inode, mtime and ctime of each of
+// stampedDirs (or that it is absent). ok is false where one of those
+// directories changed within racyWindow, or something cannot be read.
 func hostStamp() (stamp [sha256.Size]byte, ok bool) {
 	h := sha256.New()
-	h.Write([]byte("neonbox-host-stamp-1\x00"))
+	h.Write([]byte("neonbox-host-stamp-2\x00"))
+	self, err := jailinit.BaseHeader()
+	if err != nil {
+		return stamp, false
+	}
+	h.Write(self)
 	boot, err := linux.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return stamp, false
 	}
 	h.Write(boot)
+	for _, name := range procMasked {
+		var st unix.Stat_t
+		switch err := unix.Lstat("/proc/"+name, &st); {
+		case errors.Is(err, unix.ENOENT):
+			fmt.Fprintf(h, "%s\x00absent\x00", name)
+		case err != nil:
+			return stamp, false
+		default:
+			fmt.Fprintf(h, "%s\x00%o\x00", name, st.Mode&unix.S_IFMT)
+		}
+	}
 	recent := time.Now().Add(-racyWindow).UnixNano()
 	for _, d := range stampedDirs {
 		var st unix.Stat_t

@@ -91,7 +91,8 @@ func Random(b []byte) error {
 // process keeps for its later runs, in a directory of its own), without
 // following a symlink at path.
 func ReadOwnFile(path string, max int64) ([]byte, error) {
-	fd, err := open(path, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// Not blocked by a FIFO planted there.
+	fd, err := open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
