@@ -316,3 +316,24 @@ func TestOverlayUUIDOffOnlyOnOneFilesystem(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, unix.Unmount(other, unix.MNT_DETACH)) })
 	assert.NotContains(t, options(t, other), "uuid=off")
 }
+
+// A workspace whose path overlay's options cannot carry (a comma) is
+// mounted through a lower layer in the new root instead of at its own
+// path: it commits and rolls back as any other.
+func TestWorkspaceWithACommaInItsPath(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := testutil.WorldTraversableTempDir(t)
+	ws := filepath.Join(base, "a,b")
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	o := nsjail.Options{Workspace: ws, StateDir: filepath.Join(base, "state")}
+	o.Command = []string{"sh", "-c", "echo kept > kept.txt"}
+	r, err := nsjail.Run(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, nsjail.StatusSuccess, r.Status, "%+v", r.Error)
+	assert.FileExists(t, filepath.Join(ws, "kept.txt"))
+	o.Command = []string{"sh", "-c", "echo gone > gone.txt; exit 3"}
+	r, err = nsjail.Run(context.Background(), o)
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.ExitCode)
+	assert.NoFileExists(t, filepath.Join(ws, "gone.txt"))
+}

@@ -312,8 +312,19 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 		stageLayers(p, cfg, root)
 		return
 	}
-	lower := filepath.Join(root, lowerDir)
-	p.Mkdir(lower, 0o700)
+	// The lower layer goes over the workspace's own path in the old
+	// root (this mount namespace's copy of the host's), which the
+	// pivot detaches with it: one unmount, and one RCU grace period,
+	// fewer than attaching it in the new root and detaching it again
+	// (0.12 ms). Neither the new root nor the run dir can be below it:
+	// the state dir and the workspace do not nest (Options.prepare). A
+	// path overlay's options cannot carry goes the other way.
+	lower := cfg.Workspace
+	inNewRoot := overlay.CheckOptionPath(lower) != nil
+	if inNewRoot {
+		lower = filepath.Join(root, lowerDir)
+		p.Mkdir(lower, 0o700)
+	}
 	attachLower(p, cfg, lower)
 	data, err := overlay.MountData(lower, filepath.Join(cfg.RunDir, "upper"), filepath.Join(cfg.RunDir, "work"), cfg.OneFS)
 	if err != nil {
@@ -321,8 +332,10 @@ func mountWorkspace(p *jailinit.Program, cfg *childConfig, root string) {
 		return
 	}
 	p.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
-	p.Unmount(lower, unix.MNT_DETACH)
-	p.Rmdir(lower)
+	if inNewRoot {
+		p.Unmount(lower, unix.MNT_DETACH)
+		p.Rmdir(lower)
+	}
 }
 
 // attachLower puts the workspace's lower layer at dst: the idmapped mount

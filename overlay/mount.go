@@ -26,7 +26,7 @@ import (
 //     throws it away and a commit makes its own changes durable.
 func MountData(lower, upper, work string, oneFS bool) (string, error) {
 	for _, p := range []string{lower, upper, work} {
-		if err := checkOptionPath(p); err != nil {
+		if err := CheckOptionPath(p); err != nil {
 			return "", err
 		}
 	}
@@ -38,9 +38,9 @@ func MountData(lower, upper, work string, oneFS bool) (string, error) {
 		",userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off" + uuid + ",volatile", nil
 }
 
-// checkOptionPath refuses paths that overlay's option parser would split or
-// unescape.
-func checkOptionPath(p string) error {
+// CheckOptionPath refuses paths that overlay's option parser would split
+// or unescape.
+func CheckOptionPath(p string) error {
 	if p == "" || p[0] != '/' {
 		return fmt.Errorf("overlay layer path %q is not absolute", p)
 	}
