@@ -24,7 +24,12 @@ func TestConcurrentRunsOnOneWorkspace(t *testing.T) {
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
 	require.NoError(t, first.Start())
-	waitFor(t, func() bool { return hasRunDir(e.state) })
+	// Its command runs (it has written to its upper dir): the lock is
+	// held. (A run dir alone is reserved before the lock is taken.)
+	waitFor(t, func() bool {
+		found, _ := filepath.Glob(filepath.Join(e.state, "runs", "*", "upper", "first.txt"))
+		return len(found) > 0
+	})
 
 	busy := e.exec(t, "", []string{"--lock-timeout", "100ms", "--json"}, "sh", "-c", "echo second > second.txt")
 	assert.Equal(t, 125, busy.code)
@@ -71,11 +76,6 @@ func settled(list func() []string) []string {
 			return left
 		}
 	}
-}
-
-func hasRunDir(state string) bool {
-	entries, _ := os.ReadDir(filepath.Join(state, "runs"))
-	return len(entries) > 0
 }
 
 func waitFor(t *testing.T, cond func() bool) {
