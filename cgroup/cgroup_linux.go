@@ -167,12 +167,12 @@ func (c *Cgroup) OpenTasks() ([]*os.File, error) {
 		// netpoller (see OpenStats): these are on the jail's way to
 		// its command.
 		p := filepath.Join(r.dir, "tasks")
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		fd, err := linux.Open(p, unix.O_WRONLY, 0)
 		if err != nil {
 			for _, f := range files {
 				f.Close()
 			}
-			return nil, fmt.Errorf("open tasks of cgroup %s: %w", c.name, &fs.PathError{Op: "open", Path: p, Err: err})
+			return nil, fmt.Errorf("open tasks of cgroup %s: %w", c.name, err)
 		}
 		files = append(files, os.NewFile(uintptr(fd), p))
 	}
@@ -304,7 +304,7 @@ func (c *Cgroup) OpenStats() {
 		// Not os.Open: a cgroup file can be polled, so os.Open would
 		// register it with the netpoller (three system calls more),
 		// and Fd would set it blocking again.
-		if fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		if fd, err := linux.Open(p, unix.O_RDONLY, 0); err == nil {
 			c.stats[p] = fd
 		}
 	}
@@ -327,7 +327,7 @@ func (c *Cgroup) readStat(path string) ([]byte, error) {
 	defer c.statsMu.Unlock()
 	fd, ok := c.stats[path]
 	if !ok {
-		b, err := os.ReadFile(path)
+		b, err := linux.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
@@ -344,7 +344,7 @@ func (c *Cgroup) readStat(path string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "pread", Path: path, Err: err}
 	}
 	if n == len(buf) {
-		return os.ReadFile(path) // longer than expected: read it whole
+		return linux.ReadFile(path) // longer than expected: read it whole
 	}
 	return buf[:n], nil
 }

@@ -260,16 +260,16 @@ func writePrestartBase(stateDir string, base []byte) error {
 	return linux.WriteFileAtomic(stateDir, jailinit.BaseFile, append(header, base...))
 }
 
-// queuedBase is the base queued for the prestarted init, if there is one
-// (which stays to be taken).
-func queuedBase() []byte {
+// queuedBase is the base queued for the prestarted init, and whether
+// there is one (which stays to be taken).
+func queuedBase() (base []byte, adopted bool) {
 	AdoptPrestarted()
 	prestarted.Lock()
 	defer prestarted.Unlock()
 	if j := prestarted.j; j != nil && j.pre != nil {
-		return j.pre.Base
+		return j.pre.Base, true
 	}
-	return nil
+	return nil, false
 }
 
 // takePrestarted returns the adopted prestarted init, once, or nil.

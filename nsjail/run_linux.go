@@ -74,12 +74,12 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// its workspace (0.1-0.5 ms of ext4 metadata, which were on the
 	// jail's way to its command before it), or before anything that may
 	// take long (see reserveRunDir).
-	var owned bool
+	var ownTried bool
 	var ownErr error
 	own := func() error {
-		if rd.path != "" && !owned && ownErr == nil {
+		if rd.path != "" && !ownTried {
+			ownTried = true
 			ownErr = rd.writeOwner()
-			owned = ownErr == nil
 		}
 		return ownErr
 	}
@@ -190,8 +190,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// where the host still stamps as when it was written
 	// (stamp_linux.go), else built from a survey of the host.
 	if early && !network && ids.rootful {
-		queued = queuedBase()
-		host, hostOK = hostStamp()
+		var adopted bool
+		if queued, adopted = queuedBase(); adopted {
+			// Only a prestarted init's base is stamped, or queued.
+			host, hostOK = hostStamp()
+		}
 	}
 	stamped = hostOK && queued != nil && stampedBase(o.StateDir, queued, host)
 	if stamped {
@@ -718,47 +721,28 @@ func protectedTouched(c overlay.Changes, globs []string) []string {
 // newCgroup creates the run's cgroup. Asked-for limits that cannot be
 // enforced refuse the run, unless AllowUnlimited. A run without limits
 // on a host without usable cgroups goes ahead without one.
+// It says in r which cgroup the run has ("none" without one) and its
+// limits as the kernel took them.
 func (r *Receipt) newCgroup(o *Options, log *slog.Logger, host *cgroup.Host) (*cgroup.Cgroup, error) {
-	cg, ci, err := newCgroup(o, log, host, r.ID)
-	r.applyCgroup(ci)
-	return cg, err
-}
-
-// cgroupInfo is what the receipt says about the run's cgroup.
-type cgroupInfo struct {
-	version    string // "none" without a cgroup
-	limits     cgroup.Limits
-	unenforced string // why the limits asked for are not enforced
-}
-
-// newCgroup makes the run's cgroup with the limits of o, or none where
-// the host has no usable cgroups and o asks for no limits (or allows
-// running without them).
-func newCgroup(o *Options, log *slog.Logger, host *cgroup.Host, id string) (*cgroup.Cgroup, cgroupInfo, error) {
+	r.Cgroup = "none"
 	want := o.effectiveLimits()
 	limited := want != (cgroup.Limits{})
-	cg, err := host.New("run-"+id, want)
-	if err == nil {
-		return cg, cgroupInfo{version: string(cg.Version()), limits: cg.Limits()}, nil
-	}
+	cg, err := host.New("run-"+r.ID, want)
 	switch {
+	case err == nil:
+		r.Cgroup = string(cg.Version())
+		l := cg.Limits()
+		r.Limits.MemoryBytes, r.Limits.CPUs, r.Limits.Pids = l.MemoryBytes, l.CPUs, l.Pids
+		return cg, nil
 	case limited && !o.AllowUnlimited:
-		return nil, cgroupInfo{version: "none"}, fmt.Errorf("%w (--allow-unlimited runs without them)", err)
+		return nil, fmt.Errorf("%w (--allow-unlimited runs without them)", err)
 	case limited:
-		return nil, cgroupInfo{version: "none", unenforced: err.Error()}, nil
+		r.Limits.Unenforced = true
+		r.Warnings = append(r.Warnings, "limits not enforced: "+err.Error())
 	default:
 		log.Debug("running without a cgroup", "err", err)
 	}
-	return nil, cgroupInfo{version: "none"}, nil
-}
-
-func (r *Receipt) applyCgroup(ci cgroupInfo) {
-	r.Cgroup = ci.version
-	r.Limits.MemoryBytes, r.Limits.CPUs, r.Limits.Pids = ci.limits.MemoryBytes, ci.limits.CPUs, ci.limits.Pids
-	if ci.unenforced != "" {
-		r.Limits.Unenforced = true
-		r.Warnings = append(r.Warnings, "limits not enforced: "+ci.unenforced)
-	}
+	return nil, nil
 }
 
 // readCgroup fills the receipt from the run's cgroup counters. An OOM

@@ -33,7 +33,8 @@ import (
 // over, the teardown helper keeps its run dir, emptied, under spare/ for
 // a later run to take (see spareDir).
 type runDir struct {
-	path string
+	path    string
+	claimed bool // a spare taken (claimSpare): upper and work are there, empty
 }
 
 func (d runDir) upper() string { return filepath.Join(d.path, "upper") }
@@ -124,6 +125,7 @@ func reserveRunDir(stateDir, id string, spare bool) (runDir, error) {
 		case err != nil:
 			return runDir{}, err
 		case claimed:
+			d.claimed = true
 			return d, nil
 		}
 	}
@@ -345,10 +347,11 @@ func (d runDir) fill(workspace string, ids idPlan, ws *unix.Stat_t, disk int64) 
 			return err
 		}
 	}
-	for _, sub := range []string{"upper", "work"} {
-		// A spare run dir has both, emptied (claimSpare).
-		if err := os.Mkdir(filepath.Join(d.path, sub), 0o700); err != nil && (disk > 0 || !errors.Is(err, fs.ErrExist)) {
-			return err
+	if !d.claimed { // a spare has both
+		for _, sub := range []string{"upper", "work"} {
+			if err := os.Mkdir(filepath.Join(d.path, sub), 0o700); err != nil {
+				return err
+			}
 		}
 	}
 	uid, gid := ids.mounterOwner()

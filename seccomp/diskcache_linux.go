@@ -2,7 +2,6 @@ package seccomp
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -78,12 +77,9 @@ const hashLen = 32
 // readDefault reads what compileDefaultIn keeps under defaultKey: the
 // profile's hash, then its program.
 func readDefault(path string) (*Program, error) {
-	b, err := readTrusted(path, hashLen+maxBPF)
+	b, err := readCached(path, hashLen)
 	if err != nil {
 		return nil, err
-	}
-	if len(b) <= hashLen || (len(b)-hashLen)%8 != 0 {
-		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, len(b))
 	}
 	return &Program{Hash: string(b[:hashLen]), BPF: b[hashLen:]}, nil
 }
@@ -101,7 +97,7 @@ func diskKey(raw []byte) string {
 
 func loadOrCompile(dir, key string, p *specs.LinuxSeccomp) ([]byte, error) {
 	path := filepath.Join(dir, key+".bpf")
-	if bpf, err := readCached(path); err == nil {
+	if bpf, err := readCached(path, 0); err == nil {
 		return bpf, nil
 	}
 	bpf, err := compile(p)
@@ -112,36 +108,23 @@ func loadOrCompile(dir, key string, p *specs.LinuxSeccomp) ([]byte, error) {
 	return bpf, nil
 }
 
-// errUntrusted marks a cached file that others could have written.
-var errUntrusted = errors.New("cached seccomp program not owned by us or writable by others")
-
-// readCached reads a cached program with plain system calls: it is on
-// every run's way to its jail, and os.OpenFile would offer the file to
-// the netpoller first (see internal/linux.ReadFile).
-func readCached(path string) ([]byte, error) {
-	bpf, err := readTrusted(path, maxBPF)
+// readCached reads a cached program, after prefix bytes of its own, if
+// this user owns the file and nobody else may write it (ReadOwnFile:
+// plain system calls, as it is on every run's way to its jail).
+func readCached(path string, prefix int) ([]byte, error) {
+	b, err := linux.ReadOwnFile(path, int64(prefix)+maxBPF)
 	if err != nil {
 		return nil, err
 	}
-	if len(bpf) == 0 || len(bpf)%8 != 0 {
-		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, len(bpf))
+	if len(b) <= prefix || (len(b)-prefix)%8 != 0 {
+		return nil, fmt.Errorf("cached seccomp program %s: bad size %d", path, len(b))
 	}
-	return bpf, nil
+	return b, nil
 }
 
 // maxBPF is the size of the longest program the kernel loads
 // (BPF_MAXINSNS, 8 bytes each).
 const maxBPF = 8 * 0xffff
-
-// readTrusted reads a cached file of at most max bytes, if this user
-// owns it and nobody else may write it.
-func readTrusted(path string, max int64) ([]byte, error) {
-	b, err := linux.ReadOwnFile(path, max)
-	if errors.Is(err, linux.ErrNotOwn) {
-		return nil, errUntrusted
-	}
-	return b, err
-}
 
 // writeCached writes bpf to dir/name atomically (a reader sees all of it
 // or nothing).

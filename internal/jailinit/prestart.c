@@ -29,7 +29,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -118,8 +117,6 @@ static int owned_by_self(int fd, struct stat *st)
 static size_t read_base(int argc, char **argv)
 {
 	unsigned char want[JI_BASE_HEADER];
-	if (ji_base_header(want) < 0)
-		return 0;
 	struct stat st;
 	int dir = open(state_dir(argc, argv), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
@@ -131,8 +128,9 @@ static size_t read_base(int argc, char **argv)
 	if (fd < 0)
 		return 0;
 	size_t len = 0;
+	// The binary's header only once there is a base to check it in.
 	if (owned_by_self(fd, &st) && S_ISREG(st.st_mode) && st.st_size > JI_BASE_HEADER &&
-	    (size_t)st.st_size <= sizeof(base)) {
+	    (size_t)st.st_size <= sizeof(base) && ji_base_header(want) == 0) {
 		while (len < (size_t)st.st_size) {
 			ssize_t r = read(fd, base + len, (size_t)st.st_size - len);
 			if (r < 0 && errno == EINTR)

@@ -8,6 +8,8 @@ import "C"
 import (
 	"errors"
 	"os"
+	"slices"
+	"sync"
 	"unsafe"
 )
 
@@ -39,12 +41,19 @@ const BaseMagic = C.JI_BASE_MAGIC
 // binary (its device, inode, size and mtime), so that a base written by
 // another build is not queued.
 func BaseHeader() ([]byte, error) {
+	h, err := baseHeader()
+	return slices.Clone(h), err
+}
+
+// baseHeader is BaseHeader, once per process: the binary behind
+// /proc/self/exe does not change while it runs.
+var baseHeader = sync.OnceValues(func() ([]byte, error) {
 	var h [C.JI_BASE_HEADER]C.uchar
 	if C.ji_base_header(&h[0]) < 0 {
 		return nil, errors.New("stat /proc/self/exe failed")
 	}
 	return C.GoBytes(unsafe.Pointer(&h[0]), C.JI_BASE_HEADER), nil
-}
+})
 
 // RootStateDir is the state dir the prestart assumes for root when exec's
 // command line names none (package nsjail's DefaultStateDir).

@@ -17,7 +17,7 @@ import (
 // cgroup file, which can be polled), which adds up on the way to a
 // jail's start.
 func ReadFile(path string) ([]byte, error) {
-	fd, err := open(path, unix.O_RDONLY, 0)
+	fd, err := Open(path, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func ReadFile(path string) ([]byte, error) {
 // for a file it creates) and writes data in one write(2), as a cgroup
 // control file takes a value, with plain system calls (see ReadFile).
 func WriteFile(path string, data []byte, flags int, perm uint32) error {
-	fd, err := open(path, unix.O_WRONLY|flags, perm)
+	fd, err := Open(path, unix.O_WRONLY|flags, perm)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,9 @@ func WriteFile(path string, data []byte, flags int, perm uint32) error {
 	return nil
 }
 
-func open(path string, flags int, perm uint32) (int, error) {
+// Open wraps open(2), O_CLOEXEC added and EINTR retried, with plain
+// system calls (see ReadFile).
+func Open(path string, flags int, perm uint32) (int, error) {
 	var fd int
 	err := retry(func() (err error) { fd, err = unix.Open(path, flags|unix.O_CLOEXEC, perm); return err })
 	if err != nil {
@@ -92,7 +94,7 @@ func Random(b []byte) error {
 // following a symlink at path.
 func ReadOwnFile(path string, max int64) ([]byte, error) {
 	// Not blocked by a FIFO planted there.
-	fd, err := open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	fd, err := Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
