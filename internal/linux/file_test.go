@@ -52,3 +52,17 @@ func umask() fs.FileMode {
 	unix.Umask(m)
 	return fs.FileMode(m)
 }
+
+func TestRandomFillsTheWholeBuffer(t *testing.T) {
+	for _, size := range []int{0, 1, 8, 300} {
+		a, b := make([]byte, size), make([]byte, size)
+		require.NoError(t, Random(a), "size %d", size)
+		require.NoError(t, Random(b), "size %d", size)
+		if size >= 8 {
+			// Two fills of 8 or more random bytes never match, and
+			// neither ends in 8 zero bytes (odds of 2^-64).
+			assert.NotEqual(t, a, b, "size %d", size)
+			assert.NotEqual(t, make([]byte, 8), a[size-8:], "size %d: the tail is unfilled", size)
+		}
+	}
+}
