@@ -112,3 +112,13 @@ func TestRestStepFailureIsReported(t *testing.T) {
 	assert.NotEqual(t, "config", se.Stage)
 	assert.Same(t, se, j.configureFinal(cfg, nil), "kept for await")
 }
+
+// peakRSS is this process's VmHWM: at most getrusage's maxrss, which also
+// counts what the process had before its execve, and more than nothing.
+func TestPeakRSSIsTheHighWaterMark(t *testing.T) {
+	got := peakRSS()
+	var ru unix.Rusage
+	require.NoError(t, unix.Getrusage(unix.RUSAGE_SELF, &ru))
+	assert.Positive(t, got)
+	assert.LessOrEqual(t, got, ru.Maxrss)
+}

@@ -771,14 +771,16 @@ func peakRSS() int64 {
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var n int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d", &n)
-			return n
-		}
+	_, v, ok := bytes.Cut(b, []byte("\nVmHWM:"))
+	if !ok {
+		return 0
 	}
-	return 0
+	v, _, _ = bytes.Cut(v, []byte("\n"))
+	n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(v)), " kB"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // quoted joins paths for a message, each quoted: a run chooses its file
