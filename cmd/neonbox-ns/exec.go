@@ -8,13 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/neonbox/neonbox-ns/internal/interrupt"
 	"github.com/neonbox/neonbox-ns/internal/units"
 	"github.com/neonbox/neonbox-ns/nsjail"
 	"github.com/neonbox/neonbox-ns/policies"
@@ -52,7 +52,17 @@ func execMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o.CaptureOutput = asJSON
 	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
 
-	ctx, stop := interruptible()
+	// SIGINT, SIGTERM and SIGHUP cancel the run, which is then cleaned
+	// up and has its receipt (CANCELED). Package interrupt's handler
+	// costs a run no thread of its own (os/signal's costs two). A signal
+	// before it is installed, in neonbox-ns's first milliseconds, ends
+	// neonbox-ns (the jail dies with it, and the teardown helper or the
+	// next run removes what it left).
+	ctx, stop, err := interrupt.Catch(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if err != nil {
+		fmt.Fprintf(stderr, "neonbox-ns exec: signal handlers: %v\n", err)
+		return nsjail.ExitSandbox
+	}
 	defer stop()
 	r, err := nsjail.Run(ctx, o)
 	if err != nil {
@@ -73,28 +83,6 @@ func execMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		reportProblems(stderr, r)
 	}
 	return r.ExitStatus()
-}
-
-// interruptible returns a context that SIGINT, SIGTERM and SIGHUP cancel,
-// so that the run is cleaned up. The handlers are installed by a
-// goroutine, off the way to the jail's start (os/signal's first use takes
-// a few tenths of a millisecond); a signal that comes before ends
-// neonbox-ns, as one during its start would, and the next run removes
-// what it left.
-func interruptible() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	go func() {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-		defer signal.Stop(sigs)
-		select {
-		case <-sigs:
-			cancel()
-		case <-done:
-		}
-	}()
-	return ctx, func() { close(done); cancel() }
 }
 
 // reportProblems prints one line for failures that are neonbox-ns's to
