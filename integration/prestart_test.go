@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -394,4 +395,49 @@ func denyExecveThenExec() {
 	_, _, errno := unix.Syscall6(unix.SYS_EXECVEAT, uintptr(cwd), uintptr(unsafe.Pointer(path)),
 		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), 0, 0)
 	fail(errno)
+}
+
+// The jail's processes keep the caller's timer slack, whether the init
+// was started before neonbox-ns's Go runtime or by it (--disk), while
+// neonbox-ns's own threads run with a wider one (prestart.c).
+func TestJailKeepsTheCallersTimerSlack(t *testing.T) {
+	const callers = 70_000 // ns; the kernel's default is 50,000
+	for name, flags := range map[string][]string{"prestarted": nil, "started by Go": {"--disk", "16M"}} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			args := append([]string{"exec", "--workspace", e.ws, "--state-dir", e.state}, flags...)
+			cmd := exec.Command(binary, append(args, "--", "sh", "-c", "cat /proc/self/timerslack_ns; exec sleep 30")...)
+			out, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			// neonbox-ns is forked from this thread, and inherits its
+			// slack; the thread ends with the test's goroutine.
+			runtime.LockOSThread()
+			require.NoError(t, unix.Prctl(unix.PR_SET_TIMERSLACK, callers, 0, 0, 0))
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			})
+			line, err := bufio.NewReader(out).ReadString('\n')
+			require.NoError(t, err)
+			assert.Equal(t, strconv.Itoa(callers), strings.TrimSpace(line), "the jail's slack")
+
+			// Every thread's but that of the one that started an init
+			// from Go, which keeps the caller's for the jail's life.
+			tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
+			require.NoError(t, err)
+			slacks := map[string]int{}
+			for _, task := range tasks {
+				// /proc/TID is each thread's own, not listed in /proc.
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%s/timerslack_ns", task.Name()))
+				require.NoError(t, err)
+				slacks[strings.TrimSpace(string(b))]++
+			}
+			want := map[string]int{"1000000": len(tasks)}
+			if flags != nil {
+				want = map[string]int{"1000000": len(tasks) - 1, strconv.Itoa(callers): 1}
+			}
+			assert.Equal(t, want, slacks, "neonbox-ns's threads")
+		})
+	}
 }

@@ -197,6 +197,14 @@ func spawnJail(s *streams, flags uintptr, ids idPlan, cgFD int, intoCgroup bool)
 		// is this thread's child too (CLONE_PARENT). Keep this
 		// goroutine on its own thread for the life of the jail.
 		runtime.LockOSThread()
+		if slack, ok := jailinit.CallerTimerSlack(); ok {
+			// The jail's processes inherit it, not the
+			// slack of neonbox-ns's own threads.
+			if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0); err != nil {
+				started <- os.NewSyscallError("prctl PR_SET_TIMERSLACK", err)
+				return
+			}
+		}
 		proc, err := os.StartProcess(reexec.Self, []string{initName}, attr)
 		started <- err
 		if err != nil {

@@ -155,11 +155,18 @@ int ji_take_prestarted(struct ji_prestarted *out)
 	return 1;
 }
 
-static int wanted(int argc, char **argv)
+// is_cmd reports whether the binary runs the subcommand that asks for a
+// prestart.
+static int is_cmd(int argc, char **argv)
+{
+	return argc >= 2 && argv[1] && strcmp(argv[1], neonbox_prestart_cmd) == 0;
+}
+
+// prestartable reports whether the init can start before its cgroup
+// exists: not on a unified cgroup2 host (see above).
+static int prestartable(void)
 {
 	struct statfs fs;
-	if (argc < 2 || !argv[1] || strcmp(argv[1], neonbox_prestart_cmd) != 0)
-		return 0;
 	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC;
 }
 
@@ -301,15 +308,46 @@ static void prestart_init(int argc, char **argv)
 	};
 }
 
+// caller_slack is the timer slack (ns) this process had before
+// widen_timer_slack, 0 if it is unchanged.
+static unsigned long caller_slack;
+
+// WIDENED_SLACK is the timer slack of `neonbox-ns exec`'s own threads.
+#define WIDENED_SLACK 1000000UL
+
+// widen_timer_slack lets the kernel put off this process's timer
+// wake-ups by up to 1 ms (PR_SET_TIMERSLACK), for the Go runtime's
+// threads, made after this and inheriting it. The runtime's sysmon
+// sleeps 20 us at a time for a process's first milliseconds: some 100
+// wake-ups in a run of `neonbox-ns exec`, each one taking a CPU from
+// main or from the jail's init for a few microseconds. A timer of exec's
+// own (its --timeout) may fire up to 1 ms late. The init, started before
+// this, keeps the caller's slack for the jail; an init that Go starts
+// (a unified cgroup2 host, or a run that cannot take the prestarted one)
+// gets it back from the thread that starts it (ji_caller_slack).
+static void widen_timer_slack(void)
+{
+	int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	if (old > 0 && (unsigned long)old < WIDENED_SLACK && prctl(PR_SET_TIMERSLACK, WIDENED_SLACK, 0, 0, 0) == 0)
+		caller_slack = (unsigned long)old;
+}
+
+unsigned long ji_caller_slack(void)
+{
+	return caller_slack;
+}
+
 // glibc passes argc, argv and envp to constructors; under musl, ji_args
 // reads them (only in a binary that asks for a prestart).
 #ifdef __GLIBC__
 __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (!neonbox_prestart_cmd || !wanted(argc, argv))
+	if (!neonbox_prestart_cmd || !is_cmd(argc, argv))
 		return;
-	prestart_init(argc, argv);
+	if (prestartable())
+		prestart_init(argc, argv);
+	widen_timer_slack();
 }
 #else
 __attribute__((constructor)) static void neonbox_prestart(void)
@@ -318,8 +356,10 @@ __attribute__((constructor)) static void neonbox_prestart(void)
 		return;
 	char **argv;
 	int argc = ji_args(&argv);
-	if (!wanted(argc, argv))
+	if (!is_cmd(argc, argv))
 		return;
-	prestart_init(argc, argv);
+	if (prestartable())
+		prestart_init(argc, argv);
+	widen_timer_slack();
 }
 #endif

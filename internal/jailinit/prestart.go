@@ -62,6 +62,14 @@ const RootStateDir = C.JI_DEFAULT_STATE_DIR
 // MaxBase is the longest base the prestart reads from BaseFile.
 const MaxBase = C.JI_MAX_BASE
 
+// CallerTimerSlack is the timer slack (ns) the process had before the
+// prestart widened its threads' (prestart.c), and whether it did: a
+// process the binary starts should have the caller's slack back.
+func CallerTimerSlack() (uint64, bool) {
+	s := uint64(C.ji_caller_slack())
+	return s, s != 0
+}
+
 // TakePrestarted returns the prestarted init, once. It is nil in a binary
 // that does not ask for one (see prestart.c), after the first call, and
 // where none could be started.

@@ -41,6 +41,10 @@ const unsigned char *ji_spawn_program(int rootful, size_t *len);
 /* Fills out with the prestarted init and returns 1, once; else 0. */
 int ji_take_prestarted(struct ji_prestarted *out);
 
+/* The timer slack (ns) the process had before the prestart widened it for
+ * its own threads (prestart.c), or 0 if the prestart left it as it was. */
+unsigned long ji_caller_slack(void);
+
 /* Returns this process's end of the prestarted init's teardown helper's
  * socket (teardown.h), once; else -1. */
 int ji_take_teardown(void);
