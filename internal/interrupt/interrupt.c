@@ -41,16 +41,23 @@ int ni_catch(const int *sigs, int n)
 	sa.sa_flags = SA_ONSTACK | SA_RESTART | SA_RESETHAND;
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < n; i++) {
-		if (sigaction(sigs[i], &sa, &saved[i]) < 0) {
-			int e = errno;
-			ni_restore();
-			errno = e;
-			return -1;
-		}
-		saved_sig[i] = sigs[i];
-		nsaved = i + 1;
+		struct sigaction old;
+		if (sigaction(sigs[i], NULL, &old) < 0)
+			goto fail;
+		// A signal the process was started with ignored (nohup) stays
+		// ignored, as the Go runtime leaves SIGHUP and SIGINT then.
+		if (old.sa_handler == SIG_IGN)
+			continue;
+		if (sigaction(sigs[i], &sa, &saved[nsaved]) < 0)
+			goto fail;
+		saved_sig[nsaved++] = sigs[i];
 	}
 	return 0;
+fail:;
+	int e = errno;
+	ni_restore();
+	errno = e;
+	return -1;
 }
 
 void ni_restore(void)

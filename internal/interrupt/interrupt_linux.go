@@ -48,13 +48,17 @@ var (
 // the handlers the signals had (the Go runtime's) and cancels the
 // context. A signal after the first meets those handlers again: for
 // SIGINT, SIGTERM and SIGHUP, without os/signal, that ends the process,
-// as after os/signal's Stop. A second Catch waits for the first one's
-// stop.
+// as after os/signal's Stop. A signal the process was started with
+// ignored (nohup) stays ignored. One Catch at a time: a second one before
+// the first one's stop is an error. Not for signals that os/signal is
+// given meanwhile.
 func Catch(parent context.Context, sigs ...syscall.Signal) (context.Context, func(), error) {
 	if len(sigs) == 0 || len(sigs) > C.NI_MAX_SIGNALS {
 		return nil, nil, fmt.Errorf("interrupt: %d signals, want 1 to %d", len(sigs), C.NI_MAX_SIGNALS)
 	}
-	mu.Lock()
+	if !mu.TryLock() {
+		return nil, nil, errors.New("interrupt: signals are caught already")
+	}
 	if err := openWake(); err != nil {
 		mu.Unlock()
 		return nil, nil, err
@@ -64,7 +68,7 @@ func Catch(parent context.Context, sigs ...syscall.Signal) (context.Context, fun
 	for i, s := range sigs {
 		nums[i] = C.int(s)
 	}
-	if _, err := C.ni_catch(&nums[0], C.int(len(nums))); err != nil {
+	if rc, err := C.ni_catch(&nums[0], C.int(len(nums))); rc < 0 {
 		mu.Unlock()
 		return nil, nil, os.NewSyscallError("sigaction", err)
 	}
@@ -75,7 +79,7 @@ func Catch(parent context.Context, sigs ...syscall.Signal) (context.Context, fun
 		var b [1]byte
 		if n, _ := wake.Read(b[:]); n == 1 {
 			C.ni_restore()
-			cancel(fmt.Errorf("interrupted by %v", syscall.Signal(b[0])))
+			cancel(fmt.Errorf("interrupted by %s", unix.SignalName(syscall.Signal(b[0]))))
 		}
 	}()
 	var once sync.Once

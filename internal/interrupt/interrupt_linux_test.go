@@ -2,7 +2,9 @@ package interrupt
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"testing"
@@ -31,7 +33,7 @@ func TestSignalCancels(t *testing.T) {
 			defer stop()
 			require.NoError(t, syscall.Kill(os.Getpid(), sig))
 			awaitDone(t, ctx)
-			assert.EqualError(t, context.Cause(ctx), "interrupted by "+sig.String())
+			assert.EqualError(t, context.Cause(ctx), "interrupted by "+unix.SignalName(sig))
 		})
 	}
 }
@@ -94,4 +96,58 @@ func TestCatchAgainStartsClean(t *testing.T) {
 func TestCatchRefusesNoSignals(t *testing.T) {
 	_, _, err := Catch(context.Background())
 	assert.Error(t, err)
+}
+
+func TestCatchIsOneAtATime(t *testing.T) {
+	_, stop, err := Catch(context.Background(), syscall.SIGHUP)
+	require.NoError(t, err)
+	_, _, err = Catch(context.Background(), syscall.SIGHUP)
+	assert.Error(t, err)
+	stop()
+	_, stop, err = Catch(context.Background(), syscall.SIGHUP)
+	require.NoError(t, err)
+	stop()
+}
+
+// A signal the process was started with ignored (as under nohup) stays
+// ignored: it neither cancels the context nor ends the process. The test
+// binary runs itself with SIGHUP ignored, from a shell's trap.
+func TestIgnoredSignalStaysIgnored(t *testing.T) {
+	if os.Getenv("NEONBOX_INTERRUPT_CHILD") != "" {
+		ignoredChild()
+		return
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to start the test binary with SIGHUP ignored")
+	}
+	cmd := exec.Command(sh, "-c", `trap "" HUP; exec "$0" -test.run '^TestIgnoredSignalStaysIgnored$'`, os.Args[0])
+	cmd.Env = append(os.Environ(), "NEONBOX_INTERRUPT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "canceled by SIGTERM, not by SIGHUP")
+}
+
+func ignoredChild() {
+	ctx, stop, err := Catch(context.Background(), syscall.SIGHUP, syscall.SIGTERM)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	defer stop()
+	_ = syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	select {
+	case <-ctx.Done():
+		fmt.Println("canceled by an ignored signal:", context.Cause(ctx))
+		os.Exit(1)
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case <-ctx.Done():
+		fmt.Println("canceled by SIGTERM, not by SIGHUP:", context.Cause(ctx))
+	case <-time.After(10 * time.Second):
+		fmt.Println("SIGTERM did not cancel")
+		os.Exit(1)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,24 +71,6 @@ func Open(path string, flags int, perm uint32) (int, error) {
 		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	return fd, nil
-}
-
-// Random fills b from getrandom(2), EINTR retried. The system call
-// itself: unix.Getrandom goes through the vDSO, whose first call in a
-// process maps and faults in its state (0.04 ms of a cold run), for the
-// 8 bytes of a run id.
-func Random(b []byte) error {
-	for n := 0; n < len(b); {
-		k, _, errno := unix.Syscall(unix.SYS_GETRANDOM, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n), 0)
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return os.NewSyscallError("getrandom", errno)
-		}
-		n += int(k)
-	}
-	return nil
 }
 
 // ReadOwnFile reads the regular file at path, of at most max bytes, if
