@@ -92,6 +92,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlanCommit -fuzztime 60s ./overlay/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./policies/
 	$(GO) test -run '^$$' -fuzz FuzzReceiptJSON -fuzztime 30s ./nsjail/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 30s ./nsjail/
 
 clean:
 	rm -rf bin build
