@@ -450,3 +450,82 @@ func TestJailKeepsTheCallersTimerSlack(t *testing.T) {
 		})
 	}
 }
+
+// The jail and neonbox-ns's threads keep the caller's CPU affinity: the
+// prestart narrows neonbox-ns's own while it starts the init, and puts
+// it back before the Go runtime makes a thread.
+func TestJailKeepsTheCallersCPUs(t *testing.T) {
+	var all unix.CPUSet
+	require.NoError(t, unix.SchedGetaffinity(0, &all))
+	masks := map[string]unix.CPUSet{"all": all}
+	if all.Count() > 1 {
+		var last unix.CPUSet
+		for c := 0; c < len(all)*64; c++ {
+			if all.IsSet(c) {
+				last.Zero()
+				last.Set(c)
+			}
+		}
+		masks["one"] = last
+	}
+	for name, mask := range masks {
+		for how, flags := range map[string][]string{"prestarted": nil, "started by Go": {"--disk", "16M"}} {
+			t.Run(name+"/"+how, func(t *testing.T) {
+				e := newEnv(t)
+				if flags != nil {
+					requireKernel66(t)
+				}
+				args := append([]string{"exec", "--workspace", e.ws, "--state-dir", e.state}, flags...)
+				cmd := exec.Command(binary, append(args, "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 30")...)
+				out, err := cmd.StdoutPipe()
+				require.NoError(t, err)
+				// neonbox-ns is forked from this thread, and inherits
+				// its affinity; the thread ends with the test's goroutine.
+				runtime.LockOSThread()
+				require.NoError(t, unix.SchedSetaffinity(0, &mask))
+				require.NoError(t, cmd.Start())
+				t.Cleanup(func() {
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+					_ = cmd.Wait()
+				})
+				line, err := bufio.NewReader(out).ReadString('\n')
+				require.NoError(t, err)
+				want := cpuList(mask)
+				assert.Equal(t, "Cpus_allowed_list:\t"+want, strings.TrimSpace(line), "the jail's CPUs")
+
+				tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
+				require.NoError(t, err)
+				for _, task := range tasks {
+					var got unix.CPUSet
+					tid, _ := strconv.Atoi(task.Name())
+					if unix.SchedGetaffinity(tid, &got) != nil {
+						continue // the thread has exited
+					}
+					assert.Equal(t, want, cpuList(got), "neonbox-ns thread %d", tid)
+				}
+			})
+		}
+	}
+}
+
+// cpuList writes a CPU set as the kernel's lists do ("0-1", "3").
+func cpuList(s unix.CPUSet) string {
+	var parts []string
+	n := len(s) * 64
+	for c := 0; c < n; c++ {
+		if !s.IsSet(c) {
+			continue
+		}
+		end := c
+		for end+1 < n && s.IsSet(end+1) {
+			end++
+		}
+		if end == c {
+			parts = append(parts, strconv.Itoa(c))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", c, end))
+		}
+		c = end
+	}
+	return strings.Join(parts, ",")
+}
