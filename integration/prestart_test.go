@@ -410,22 +410,10 @@ func TestJailKeepsTheCallersTimerSlack(t *testing.T) {
 			}
 			// No init is prestarted on a unified cgroup2 host.
 			startedByGo := flags != nil || cgroup.Unified()
-			args := append([]string{"exec", "--workspace", e.ws, "--state-dir", e.state}, flags...)
-			cmd := exec.Command(binary, append(args, "--", "sh", "-c", "cat /proc/self/timerslack_ns; exec sleep 30")...)
-			out, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			// neonbox-ns is forked from this thread, and inherits its
-			// slack; the thread ends with the test's goroutine.
-			runtime.LockOSThread()
-			require.NoError(t, unix.Prctl(unix.PR_SET_TIMERSLACK, callers, 0, 0, 0))
-			require.NoError(t, cmd.Start())
-			t.Cleanup(func() {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				_ = cmd.Wait()
+			cmd, line := e.startFromThread(t, flags, "cat /proc/self/timerslack_ns", func() error {
+				return unix.Prctl(unix.PR_SET_TIMERSLACK, callers, 0, 0, 0)
 			})
-			line, err := bufio.NewReader(out).ReadString('\n')
-			require.NoError(t, err)
-			assert.Equal(t, strconv.Itoa(callers), strings.TrimSpace(line), "the jail's slack")
+			assert.Equal(t, strconv.Itoa(callers), line, "the jail's slack")
 
 			// Every thread's but that of the one that started an init
 			// from Go, which keeps the caller's for the jail's life.
@@ -475,23 +463,11 @@ func TestJailKeepsTheCallersCPUs(t *testing.T) {
 				if flags != nil {
 					requireKernel66(t)
 				}
-				args := append([]string{"exec", "--workspace", e.ws, "--state-dir", e.state}, flags...)
-				cmd := exec.Command(binary, append(args, "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 30")...)
-				out, err := cmd.StdoutPipe()
-				require.NoError(t, err)
-				// neonbox-ns is forked from this thread, and inherits
-				// its affinity; the thread ends with the test's goroutine.
-				runtime.LockOSThread()
-				require.NoError(t, unix.SchedSetaffinity(0, &mask))
-				require.NoError(t, cmd.Start())
-				t.Cleanup(func() {
-					_ = cmd.Process.Signal(syscall.SIGTERM)
-					_ = cmd.Wait()
+				cmd, line := e.startFromThread(t, flags, "grep Cpus_allowed_list /proc/self/status", func() error {
+					return unix.SchedSetaffinity(0, &mask)
 				})
-				line, err := bufio.NewReader(out).ReadString('\n')
-				require.NoError(t, err)
 				want := cpuList(mask)
-				assert.Equal(t, "Cpus_allowed_list:\t"+want, strings.TrimSpace(line), "the jail's CPUs")
+				assert.Equal(t, "Cpus_allowed_list:\t"+want, line, "the jail's CPUs")
 
 				tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
 				require.NoError(t, err)
@@ -528,4 +504,28 @@ func cpuList(s unix.CPUSet) string {
 		c = end
 	}
 	return strings.Join(parts, ",")
+}
+
+// startFromThread starts neonbox-ns exec over e with flags, running the
+// shell command script and then a long sleep, and returns it and the
+// first line script printed; the run is ended at the test's cleanup.
+// neonbox-ns is forked from a thread locked to the test's goroutine,
+// which setup changes first (neonbox-ns inherits the thread's slack and
+// affinity); the thread ends with the goroutine.
+func (e env) startFromThread(t *testing.T, flags []string, script string, setup func() error) (*exec.Cmd, string) {
+	t.Helper()
+	args := append([]string{"exec", "--workspace", e.ws, "--state-dir", e.state}, flags...)
+	cmd := exec.Command(binary, append(args, "--", "sh", "-c", script+"; exec sleep 30")...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	runtime.LockOSThread()
+	require.NoError(t, setup())
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	return cmd, strings.TrimSpace(line)
 }
