@@ -32,6 +32,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -213,10 +214,12 @@ static void exec_fail(int sock, const char *op, const char *path, int err)
 }
 
 // caller_cpus is this process's CPU affinity before the vfork of the
-// init (caller_cpus_ok: it could be read), which move_parent_away
-// narrows for the parent and prestart_init puts back.
+// init, read only where it has two CPUs or more (narrowable), which
+// move_parent_away narrows for the parent (parent_narrowed) and
+// prestart_init puts back.
 static cpu_set_t caller_cpus;
-static int caller_cpus_ok;
+static int narrowable;
+static volatile int parent_narrowed;
 
 // move_parent_away, in the child of vfork, keeps the parent off the
 // child's CPU when it wakes: vfork wakes the parent once the child's
@@ -224,16 +227,19 @@ static int caller_cpus_ok;
 // where it preempted the init mid-execve and ran the Go runtime's start
 // while the init waited for the other vCPU, 0.8-1.3 ms in about half of
 // back-to-back runs (perf sched). The init's own affinity stays the
-// caller's: it was copied at the vfork.
+// caller's: it was copied at the vfork. Raw system calls: glibc's
+// sched_getcpu reads the parent's rseq area, which the kernel does not
+// update for a child of vfork.
 static void move_parent_away(pid_t parent)
 {
-	int cpu = sched_getcpu();
-	if (!caller_cpus_ok || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &caller_cpus) ||
-	    CPU_COUNT(&caller_cpus) < 2)
+	unsigned cpu;
+	if (!narrowable || syscall(SYS_getcpu, &cpu, NULL, NULL) < 0 || cpu >= CPU_SETSIZE ||
+	    !CPU_ISSET(cpu, &caller_cpus))
 		return;
 	cpu_set_t others = caller_cpus;
 	CPU_CLR(cpu, &others);
-	(void)sched_setaffinity(parent, sizeof(others), &others);
+	if (syscall(SYS_sched_setaffinity, parent, sizeof(others), &others) == 0)
+		parent_narrowed = 1;
 }
 
 // The child of vfork shares this process's memory until its execve: it
@@ -308,14 +314,14 @@ static void prestart_init(int argc, char **argv)
 		    send(pair[0], base + JI_BASE_HEADER, base_len, MSG_NOSIGNAL) != (ssize_t)base_len)
 			base_len = 0; // the init then fails on what it got: not adopted
 
-		caller_cpus_ok = sched_getaffinity(0, sizeof(caller_cpus), &caller_cpus) == 0;
+		narrowable = sched_getaffinity(0, sizeof(caller_cpus), &caller_cpus) == 0 && CPU_COUNT(&caller_cpus) > 1;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();
 		if (pid == 0)
 			exec_init(pair[1], td, self);
 		// Before the Go runtime makes a thread, which would inherit
 		// what move_parent_away narrowed.
-		if (caller_cpus_ok)
+		if (parent_narrowed)
 			(void)sched_setaffinity(0, sizeof(caller_cpus), &caller_cpus);
 	}
 	close(pair[1]);
