@@ -153,6 +153,28 @@ func TestRunWaitingForTheLockOwnsItsRunDir(t *testing.T) {
 	assert.Equal(t, StatusSuccess, r.Status, "%+v", r.Error)
 }
 
+// A run whose context ends while it waits for its workspace's lock is
+// canceled, not a sandbox error; it says where it was.
+func TestRunCanceledWaitingForTheLock(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := testutil.WorldTraversableTempDir(t)
+	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state"), LockTimeout: time.Minute}
+	require.NoError(t, os.Mkdir(o.Workspace, 0o755))
+	require.NoError(t, os.Mkdir(o.StateDir, 0o711))
+	held, err := lockWorkspace(context.Background(), o.StateDir, o.Workspace, time.Second, false, nil)
+	require.NoError(t, err)
+	defer held.release()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	r, err := Run(ctx, o)
+	require.NoError(t, err)
+	assert.Equal(t, StatusCanceled, r.Status)
+	assert.Equal(t, ExitCanceled, r.ExitCode)
+	require.NotNil(t, r.Error)
+	assert.Equal(t, "lock", r.Error.Stage)
+	assert.False(t, r.Committed)
+}
+
 func TestRunIDAndTxnNames(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		id := newRunID()

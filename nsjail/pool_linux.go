@@ -252,7 +252,9 @@ func (p *Pool) Exec(ctx context.Context, o Options) (*Receipt, error) {
 	}
 	lock, err := lockWorkspace(ctx, call.StateDir, call.Workspace, call.LockTimeout, !call.Policy.Has(policies.FSWrite), nil)
 	if err != nil {
-		return fail("lock", err)
+		w.j.kill()
+		r.lockFailed(ctx, stepError("lock", err))
+		return r, nil
 	}
 	defer lock.release()
 	notes, err := recoverWorkspace(call.StateDir, call.Workspace, nil)

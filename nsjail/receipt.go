@@ -21,7 +21,8 @@ const (
 	// StatusTimeout: the run outlived its timeout and was killed.
 	StatusTimeout Status = "TIMEOUT"
 	// StatusCanceled: the caller canceled the run (context, or a signal
-	// to neonbox-ns) and it was killed.
+	// to neonbox-ns) and it was killed, or it never started: canceled
+	// while it waited for its workspace's lock (Error.Stage "lock").
 	StatusCanceled Status = "CANCELED"
 	// StatusMemoryExceeded: the run hit its memory limit.
 	StatusMemoryExceeded Status = "MEMORY_EXCEEDED"

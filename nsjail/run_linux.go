@@ -236,7 +236,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace, own)
 	if err != nil {
-		r.sandboxError(stepError(stage("lock"), err))
+		r.lockFailed(ctx, stepError(stage("lock"), err))
 		return r, nil
 	}
 	// A jail still alive at a return from here on goes before the lock
@@ -459,6 +459,18 @@ func asStepError(stage string, err error) *StepError {
 
 func (r *Receipt) sandboxError(se *StepError) {
 	r.Status, r.ExitCode, r.Error = StatusSandboxError, ExitSandbox, withRemedy(se)
+}
+
+// lockFailed reports a run that did not get its workspace's lock: one
+// whose context ended while it waited (a signal to neonbox-ns, the
+// caller's cancellation) was canceled, as a run canceled later is; any
+// other failure is the sandbox's.
+func (r *Receipt) lockFailed(ctx context.Context, se *StepError) {
+	if ctx.Err() == nil {
+		r.sandboxError(se)
+		return
+	}
+	r.Status, r.ExitCode, r.Error = StatusCanceled, ExitCanceled, se
 }
 
 // classify sets status, exit code, signal and times from how the jail
