@@ -117,13 +117,7 @@ func TestNoHandOverWithoutARunDir(t *testing.T) {
 // a sweep takes a run dir without one for abandoned once it is
 // abandonedAfter old, and the wait may be longer.
 func TestRunWaitingForTheLockOwnsItsRunDir(t *testing.T) {
-	testutil.RequireRoot(t)
-	base := testutil.WorldTraversableTempDir(t)
-	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state"), LockTimeout: time.Minute}
-	require.NoError(t, os.Mkdir(o.Workspace, 0o755))
-	require.NoError(t, os.Mkdir(o.StateDir, 0o711))
-	held, err := lockWorkspace(context.Background(), o.StateDir, o.Workspace, time.Second, false, nil)
-	require.NoError(t, err)
+	o, held := lockedWorkspace(t)
 	done := make(chan *Receipt, 1)
 	go func() {
 		r, err := Run(context.Background(), o)
@@ -156,13 +150,7 @@ func TestRunWaitingForTheLockOwnsItsRunDir(t *testing.T) {
 // A run whose context ends while it waits for its workspace's lock is
 // canceled, not a sandbox error; it says where it was.
 func TestRunCanceledWaitingForTheLock(t *testing.T) {
-	testutil.RequireRoot(t)
-	base := testutil.WorldTraversableTempDir(t)
-	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state"), LockTimeout: time.Minute}
-	require.NoError(t, os.Mkdir(o.Workspace, 0o755))
-	require.NoError(t, os.Mkdir(o.StateDir, 0o711))
-	held, err := lockWorkspace(context.Background(), o.StateDir, o.Workspace, time.Second, false, nil)
-	require.NoError(t, err)
+	o, held := lockedWorkspace(t)
 	defer held.release()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -173,6 +161,20 @@ func TestRunCanceledWaitingForTheLock(t *testing.T) {
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "lock", r.Error.Stage)
 	assert.False(t, r.Committed)
+}
+
+// lockedWorkspace makes a workspace and a state dir for a run of true
+// that waits up to a minute for the lock, which it takes first.
+func lockedWorkspace(t *testing.T) (Options, *workspaceLock) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	base := testutil.WorldTraversableTempDir(t)
+	o := Options{Command: []string{"true"}, Workspace: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state"), LockTimeout: time.Minute}
+	require.NoError(t, os.Mkdir(o.Workspace, 0o755))
+	require.NoError(t, os.Mkdir(o.StateDir, 0o711))
+	held, err := lockWorkspace(context.Background(), o.StateDir, o.Workspace, time.Second, false, nil)
+	require.NoError(t, err)
+	return o, held
 }
 
 func TestRunIDAndTxnNames(t *testing.T) {
