@@ -22,6 +22,11 @@
 // cleanup after neonbox-ns has exited, from its own small process: a
 // fork of neonbox-ns would cost neonbox-ns's start the copy-on-write
 // faults of every page its Go runtime then writes.
+//
+// For the same subcommand, prestarted or not, the constructor also sets
+// how the Go runtime's threads are scheduled: their timer slack
+// (widen_timer_slack), and, while the init execs, their CPUs
+// (move_parent_away).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -213,12 +218,8 @@ static void exec_fail(int sock, const char *op, const char *path, int err)
 	_exit(127);
 }
 
-// caller_cpus is this process's CPU affinity before the vfork of the
-// init, read only where it has two CPUs or more (narrowable), which
-// move_parent_away narrows for the parent (parent_narrowed) and
-// prestart_init puts back.
-static cpu_set_t caller_cpus;
-static int narrowable;
+// parent_narrowed is set by the child of vfork once it has narrowed the
+// parent's CPUs (move_parent_away), which the parent then puts back.
 static volatile int parent_narrowed;
 
 // move_parent_away, in the child of vfork, keeps the parent off the
@@ -229,24 +230,25 @@ static volatile int parent_narrowed;
 // back-to-back runs (perf sched). The init's own affinity stays the
 // caller's: it was copied at the vfork. Raw system calls: glibc's
 // sched_getcpu reads the parent's rseq area, which the kernel does not
-// update for a child of vfork.
-static void move_parent_away(pid_t parent)
+// update for a child of vfork. cpus is the caller's affinity, NULL
+// where it has fewer than two CPUs.
+static void move_parent_away(pid_t parent, const cpu_set_t *cpus)
 {
 	unsigned cpu;
-	if (!narrowable || syscall(SYS_getcpu, &cpu, NULL, NULL) < 0 || cpu >= CPU_SETSIZE ||
-	    !CPU_ISSET(cpu, &caller_cpus))
+	if (!cpus || syscall(SYS_getcpu, &cpu, NULL, NULL) < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, cpus))
 		return;
-	cpu_set_t others = caller_cpus;
+	cpu_set_t others = *cpus;
 	CPU_CLR(cpu, &others);
 	if (syscall(SYS_sched_setaffinity, parent, sizeof(others), &others) == 0)
 		parent_narrowed = 1;
 }
 
 // The child of vfork shares this process's memory until its execve: it
-// makes only system calls, and on a failure says which one and exits.
+// makes only system calls and sets no variable but exec_failed and
+// parent_narrowed; on a failure it says which call and exits.
 // With a teardown socket (td >= 0) the init forks the teardown helper
 // first thing (teardown.c) and hands it td, as fd JT_INIT_FD.
-static void exec_init(int sock, int td, pid_t parent)
+static void exec_init(int sock, int td, pid_t parent, const cpu_set_t *cpus)
 {
 	static char *const argv[] = {JI_NAME, NULL};
 	static char *const argv_td[] = {JI_NAME, JT_INIT_ARG, NULL};
@@ -264,7 +266,7 @@ static void exec_init(int sock, int td, pid_t parent)
 		exec_fail(sock, "dup3", "", errno);
 	if (td >= 0 && dup3(td, JT_INIT_FD, 0) < 0)
 		exec_fail(JI_SYNC_FD, "dup3", "", errno);
-	move_parent_away(parent);
+	move_parent_away(parent, cpus);
 	execve("/proc/self/exe", td >= 0 ? argv_td : argv, envp);
 	exec_fail(JI_SYNC_FD, "execve", "/proc/self/exe", errno);
 }
@@ -314,15 +316,16 @@ static void prestart_init(int argc, char **argv)
 		    send(pair[0], base + JI_BASE_HEADER, base_len, MSG_NOSIGNAL) != (ssize_t)base_len)
 			base_len = 0; // the init then fails on what it got: not adopted
 
-		narrowable = sched_getaffinity(0, sizeof(caller_cpus), &caller_cpus) == 0 && CPU_COUNT(&caller_cpus) > 1;
+		cpu_set_t cpus;
+		int many = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 1;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		pid = vfork();
 		if (pid == 0)
-			exec_init(pair[1], td, self);
+			exec_init(pair[1], td, self, many ? &cpus : NULL);
 		// Before the Go runtime makes a thread, which would inherit
 		// what move_parent_away narrowed.
 		if (parent_narrowed)
-			(void)sched_setaffinity(0, sizeof(caller_cpus), &caller_cpus);
+			(void)sched_setaffinity(0, sizeof(cpus), &cpus);
 	}
 	close(pair[1]);
 	if (td >= 0)
@@ -380,12 +383,8 @@ unsigned long ji_caller_slack(void)
 __attribute__((constructor)) static void neonbox_prestart(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (!neonbox_prestart_cmd || !is_cmd(argc, argv))
+	if (!neonbox_prestart_cmd)
 		return;
-	if (prestartable())
-		prestart_init(argc, argv);
-	widen_timer_slack();
-}
 #else
 __attribute__((constructor)) static void neonbox_prestart(void)
 {
@@ -393,10 +392,10 @@ __attribute__((constructor)) static void neonbox_prestart(void)
 		return;
 	char **argv;
 	int argc = ji_args(&argv);
+#endif
 	if (!is_cmd(argc, argv))
 		return;
 	if (prestartable())
 		prestart_init(argc, argv);
 	widen_timer_slack();
 }
-#endif

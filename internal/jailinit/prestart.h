@@ -1,5 +1,6 @@
 /*
- * The init `neonbox-ns exec` starts before the Go runtime (prestart.c).
+ * The init `neonbox-ns exec` starts before the Go runtime, and the timer
+ * slack and CPUs its Go runtime's threads start with (prestart.c).
  */
 #ifndef NEONBOX_PRESTART_H
 #define NEONBOX_PRESTART_H
