@@ -295,10 +295,7 @@ func (c *Cgroup) OpenStats() {
 	if c.stats != nil { // opened, or closed by Delete or Disown
 		return
 	}
-	paths := c.statsFilesV1()
-	if c.version == V2 {
-		paths = c.statsFilesV2()
-	}
+	paths := c.statsFiles()
 	c.stats = make(map[string]int, len(paths))
 	for _, p := range paths {
 		// Not os.Open: a cgroup file can be polled, so os.Open would
@@ -308,6 +305,14 @@ func (c *Cgroup) OpenStats() {
 			c.stats[p] = fd
 		}
 	}
+}
+
+// statsFiles are the files Stats reads.
+func (c *Cgroup) statsFiles() []string {
+	if c.version == V2 {
+		return c.statsFilesV2()
+	}
+	return c.statsFilesV1()
 }
 
 func (c *Cgroup) closeStats() {
@@ -336,10 +341,7 @@ func (c *Cgroup) readStat(path string) ([]byte, error) {
 	// One pread from the start: the kernel makes the file's text afresh
 	// for it. (A second one at an offset could splice two versions.)
 	buf := make([]byte, 4096)
-	n, err := unix.Pread(fd, buf, 0)
-	for err == unix.EINTR {
-		n, err = unix.Pread(fd, buf, 0)
-	}
+	n, err := linux.Pread(fd, buf, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "pread", Path: path, Err: err}
 	}

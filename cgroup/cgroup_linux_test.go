@@ -327,10 +327,7 @@ func TestOpenStatsReadsTheSameCounters(t *testing.T) {
 	require.NotZero(t, byName.PeakMemoryBytes)
 
 	c.OpenStats()
-	files := c.statsFilesV1()
-	if c.Version() == V2 {
-		files = c.statsFilesV2()
-	}
+	files := c.statsFiles()
 	var open []string
 	for p := range c.stats {
 		open = append(open, p)

@@ -24,8 +24,9 @@ const defaultV2Mount = "/sys/fs/cgroup"
 // and the others are enabled when available so that Stats can read them.
 var v2Controllers = []string{"memory", "cpu", "pids"}
 
-// v1Controllers are the v1 hierarchies a run uses, where mounted.
-// cpuacct gives CPUUsage and freezer makes Kill race-free; neither limits.
+// v1Controllers are the v1 hierarchies a run may use, where mounted: cpu
+// only for a CPU limit, freezer unless Host.WithoutFreezer. cpuacct
+// gives CPUUsage and freezer makes Kill race-free; neither limits.
 var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids", "freezer"}
 
 // selfLeaf is the child of our own v2 cgroup that New moves our process
@@ -285,7 +286,7 @@ func isRootCgroup(dir string) bool {
 
 // readControllers reads cgroup.controllers or cgroup.subtree_control in dir.
 func readControllers(dir, file string) (map[string]bool, error) {
-	data, err := os.ReadFile(filepath.Join(dir, file))
+	data, err := linux.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +295,7 @@ func readControllers(dir, file string) (map[string]bool, error) {
 
 // otherProcs lists the processes in dir's cgroup.procs other than us.
 func otherProcs(dir string) ([]int, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	data, err := linux.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil, err
 	}

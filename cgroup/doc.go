@@ -15,7 +15,8 @@
 //	v2:  <mount>/<our cgroup>/neonbox/<name>
 //	v1:  <mount of ctrl>/<our cgroup in ctrl>/neonbox/<name>   for ctrl in
 //	     memory, cpu, cpuacct, pids, freezer (those that are mounted;
-//	     not the freezer for a Host.WithoutFreezer)
+//	     cpu only for a CPU limit; not the freezer for a
+//	     Host.WithoutFreezer)
 //
 // "Our cgroup" is read from /proc/self/cgroup and resolved against the
 // mount's root in /proc/self/mountinfo, so that it also works inside a
@@ -43,8 +44,8 @@
 //
 // On a hybrid host (v1 controllers under /sys/fs/cgroup/<ctrl>, a
 // controller-less cgroup2 at /sys/fs/cgroup/unified) limits need v1, and
-// Detect reports v1. The run gets a directory in each v1 hierarchy; the
-// freezer, when mounted, makes Kill race-free against fork (processes in
+// Detect reports v1. The run gets a directory in each v1 hierarchy it
+// uses (above); the freezer, when mounted, makes Kill race-free against fork (processes in
 // a pid namespace of their own need it not: Host.WithoutFreezer). Where the
 // memory.memsw.* files exist the memsw limit is set equal to the memory
 // limit.

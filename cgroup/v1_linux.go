@@ -120,7 +120,8 @@ func (c *Cgroup) applyV1(quota int64) error {
 }
 
 // dir returns the run's directory in the v1 hierarchy of ctrl, "" if the
-// hierarchy is not mounted.
+// run has none there (not mounted, cpu without a CPU limit, freezer for
+// a Host.WithoutFreezer).
 func (c *Cgroup) dir(ctrl string) string {
 	for _, r := range c.runs {
 		for _, x := range r.ctrls {

@@ -57,18 +57,16 @@ func compileDefaultIn(dir string, subprocess bool) (*Program, error) {
 // defaultKey names the default profile's program as this binary makes
 // it. The profile is the binary's own code, so the binary's identity (the
 // device, inode, size and modification time of /proc/self/exe) stands for
-// it, with libseccomp's version (a shared libseccomp can change under the
-// binary).
+// it, hashed as diskKey hashes a profile's encoding, with libseccomp's
+// version (a shared libseccomp can change under the binary). The files
+// are told apart by their extension (.default, .bpf).
 func defaultKey(subprocess bool) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/self/exe", &st); err != nil {
 		return "", &fs.PathError{Op: "stat", Path: "/proc/self/exe", Err: err}
 	}
-	major, minor, micro := libseccomp.GetLibraryVersion()
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00default\x00%t\x00%d.%d.%d\x00%s\x00%d:%d:%d:%d.%d", cacheFormat, subprocess,
-		major, minor, micro, runtime.GOARCH, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
-	return fmt.Sprintf("%x", h.Sum(nil)[:16]), nil
+	return diskKey(fmt.Appendf(nil, "default\x00%t\x00%d:%d:%d:%d.%d", subprocess,
+		st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)), nil
 }
 
 // hashLen is the length of a Program's Hash (profileHash).

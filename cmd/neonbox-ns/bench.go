@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/neonbox/neonbox-ns/cgroup"
+	"github.com/neonbox/neonbox-ns/internal/linux"
 	"github.com/neonbox/neonbox-ns/nsjail"
 )
 
@@ -517,5 +518,6 @@ func removeWhenDone(base string) {
 	for _, state := range states {
 		nsjail.AwaitTeardowns(state, 5*time.Second)
 	}
-	_ = os.RemoveAll(base)
+	// Never through a mount point, should a helper still hold one.
+	_ = linux.RemoveAll(base)
 }

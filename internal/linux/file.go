@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,7 +74,7 @@ func Open(path string, flags int, perm uint32) (int, error) {
 	return fd, nil
 }
 
-// ReadOwnFile reads the regular file at path, of at most max bytes, if
+// ReadOwnFile reads the regular file at path, of 1 to max bytes, if
 // this process's user owns it and nobody else may write it (for files a
 // process keeps for its later runs, in a directory of its own), without
 // following a symlink at path.
@@ -89,17 +90,45 @@ func ReadOwnFile(path string, max int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotOwn}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: errNotOwn}
 	}
 	if st.Size <= 0 || st.Size > max {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("size %d, not 1 to %d bytes", st.Size, max)}
 	}
 	b := make([]byte, st.Size)
-	if n, err := unix.Pread(fd, b, 0); err != nil || n != len(b) {
+	if n, err := Pread(fd, b, 0); err != nil || n != len(b) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, io.ErrUnexpectedEOF)}
 	}
 	return b, nil
 }
 
-// ErrNotOwn says that a file is not this user's alone (ReadOwnFile).
-var ErrNotOwn = errors.New("not owned by us, or writable by others, or not a regular file")
+// errNotOwn says that a file is not this user's alone (ReadOwnFile).
+var errNotOwn = errors.New("not owned by us, or writable by others, or not a regular file")
+
+// Pread wraps pread(2), EINTR retried.
+func Pread(fd int, b []byte, off int64) (int, error) {
+	var n int
+	err := retry(func() (err error) { n, err = unix.Pread(fd, b, off); return err })
+	return n, err
+}
+
+// WriteFileAtomic writes data to dir/name whole or not at all: a reader
+// sees the old file or the new one. The file is this user's, mode 0600.
+func WriteFileAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	path := filepath.Join(dir, name)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return &fs.PathError{Op: "rename", Path: path, Err: err}
+	}
+	return nil
+}

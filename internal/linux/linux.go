@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -118,25 +117,4 @@ func MarkTopDir(dir string) (bool, error) {
 		return false, &fs.PathError{Op: "ioctl FS_IOC_SETFLAGS", Path: dir, Err: err}
 	}
 	return true, nil
-}
-
-// WriteFileAtomic writes data to dir/name whole or not at all: a reader
-// sees the old file or the new one. The file is this user's, mode 0600.
-func WriteFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	path := filepath.Join(dir, name)
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return &fs.PathError{Op: "rename", Path: path, Err: err}
-	}
-	return nil
 }
