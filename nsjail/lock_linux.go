@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/neonbox/neonbox-ns/internal/linux"
 )
 
 // DefaultLockTimeout is how long a run waits for a workspace another run
@@ -48,9 +50,9 @@ func lockWorkspace(ctx context.Context, stateDir, workspace string, timeout time
 	}
 	// Not os.OpenFile, which offers the file to the netpoller first
 	// (see internal/linux.ReadFile): a run takes this lock on its way.
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	fd, err := linux.Open(p, unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), p)
 	deadline := time.Now().Add(timeout)

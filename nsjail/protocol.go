@@ -20,14 +20,18 @@ package nsjail
 //	[+ stdin, stdout, stderr]          ─────►  builds the base of the new root (host
 //	                                           dirs, /dev, /tmp, /proc), joins the
 //	                                           network namespace
-//	run dir; idmap the workspace with
-//	the jail's user namespace (root only)
-//	rest [+ workspace fd]              ─────►  mounts the workspace, pivots, drops
-//	                                           the bounds (limits, bounding set)
-//	cgroup, seccomp filters
-//	final part: command, filters
-//	[+ v1 cgroup tasks fds]            ─────►  [v1: joins the run's cgroup], drops every
-//	                                           privilege, loads the filters
+//	run dir, seccomp filters; idmap the
+//	workspace with the jail's user
+//	namespace (root only)
+//	rest: command, neonbox-ns's filter
+//	[+ workspace fd]                   ─────►  mounts the workspace, pivots, drops the
+//	                                           bounds (limits, bounding set), looks the
+//	                                           command up, drops every privilege, loads
+//	                                           neonbox-ns's own filter
+//	cgroup
+//	final part: the policy's filters
+//	[+ v1 cgroup tasks fds]            ─────►  [v1: joins the run's cgroup], loads the
+//	                                           policy's filters
 //	                                   ◄─────  {"ready":true,"steps":[...]} just before execve
 //	                                   ◄─────  EOF: execve succeeded
 //
@@ -36,7 +40,10 @@ package nsjail
 //
 //	                                   ◄─────  {"prepared":true,"steps":[...]}
 //	call program (argv, env, cwd)
-//	+ [stdin, stdout, stderr]          ─────►  joins the cgroup, drops privileges, as above
+//	+ [stdin, stdout, stderr]          ─────►  looks the command up, joins the memory
+//	                                           cgroup, loads the policy's filters, as
+//	                                           above (its privileges went before it
+//	                                           said "prepared")
 //
 // Any step that fails ends the init with
 // {"error":{stage,op,path,errno,message}}. EOF without "ready" means the
@@ -94,10 +101,10 @@ type childConfig struct {
 	SetGroups bool
 	// DevPts asks for a /dev/pts, for runs attached to a terminal.
 	DevPts bool
-	// Seccomp are compiled filters (classic BPF): neonbox-ns's own, then
-	// the policy's, loaded in order just before execve (a deferred init
-	// loads the first before it waits for its call); the kernel applies
-	// all of them.
+	// Seccomp are compiled filters (classic BPF): neonbox-ns's own,
+	// loaded as the init drops its privileges in the rest, then the
+	// policy's, loaded just before execve; the kernel applies all of
+	// them.
 	Seccomp [][]byte
 	// ReadOnlyWorkspace binds the workspace read-only instead of
 	// mounting an overlay (no fs-write capability).

@@ -73,24 +73,17 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	// cgroup, which such a run removes too, and while the jail mounts
 	// its workspace (0.1-0.5 ms of ext4 metadata, which were on the
 	// jail's way to its command before it), or before anything that may
-	// take long (see reserveRunDir).
-	var ownTried bool
-	var ownErr error
-	own := func() error {
-		if rd.path != "" && !ownTried {
-			ownTried = true
-			ownErr = rd.writeOwner()
+	// take long (see reserveRunDir). Its failure is a *StepError of
+	// the "state" stage, whichever step had to write it first.
+	own := sync.OnceValue(func() error {
+		if rd.path == "" {
+			return nil
 		}
-		return ownErr
-	}
-	// stage is the stage of a failure at a step that may have had to
-	// write the owner file first.
-	stage := func(s string) string {
-		if ownErr != nil {
-			return "state"
+		if err := rd.writeOwner(); err != nil {
+			return stepError("state", err)
 		}
-		return s
-	}
+		return nil
+	})
 
 	// Whether the jail starts before its cgroup exists (below).
 	early := !cgroup.Unified() && o.DiskBytes == 0
@@ -141,9 +134,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		}
 		if j != nil && j.writeBase {
 			// For the next run's prestarted init (the CLI's).
+			// A base not written is never stamped: the stamp names
+			// the base by its hash, and the next run's queued base is
+			// the one the state dir still holds.
 			if err := writePrestartBase(o.StateDir, base); err != nil {
 				log.Debug("prestart base", "err", err)
-				stampBase = false
 			}
 		}
 		if stamped && r.Status == StatusSandboxError {
@@ -236,7 +231,7 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 
 	lock, err := lockWorkspace(ctx, o.StateDir, o.Workspace, o.LockTimeout, cfg.ReadOnlyWorkspace, own)
 	if err != nil {
-		r.lockFailed(ctx, stepError(stage("lock"), err))
+		r.lockFailed(ctx, asStepError("lock", err))
 		return r, nil
 	}
 	// A jail still alive at a return from here on goes before the lock
@@ -248,14 +243,14 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	notes, err := recoverWorkspace(o.StateDir, o.Workspace, own)
 	r.Warnings = append(r.Warnings, notes...)
 	if err != nil {
-		r.sandboxError(stepError(stage("recover"), err))
+		r.sandboxError(asStepError("recover", err))
 		return r, nil
 	}
 	if o.DiskBytes > 0 {
 		// Before the tmpfs covers the run dir: what is under it needs
 		// its owner too (until a cleanup that unmounts first is done).
 		if err := own(); err != nil {
-			r.sandboxError(stepError("state", err))
+			r.sandboxError(asStepError("state", err))
 			return r, nil
 		}
 	}
@@ -266,9 +261,11 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 	cfg.RunDir, cfg.OneFS = rd.path, rd.onFS(ws.Dev)
 	// The filters come with the rest: the init drops every privilege
 	// and loads neonbox-ns's own filter before it waits for the cgroup.
-	filters, filtersErr := compileFilters(o.Policy, o.StateDir)
-	cfg.Seccomp = filters
-	if early && filtersErr == nil {
+	if cfg.Seccomp, err = compileFilters(o.Policy, o.StateDir); err != nil {
+		r.sandboxError(stepError("seccomp", err))
+		return r, nil
+	}
+	if early {
 		// Started before its cgroup: the rest now, the final part
 		// later. The init mounts the workspace, pivots, takes its
 		// command and drops its privileges while the cgroup is made
@@ -278,12 +275,8 @@ func Run(ctx context.Context, o Options) (*Receipt, error) {
 		// to block, and then for the CPU.)
 		_ = j.configureRest(cfg, nil)
 	}
-	if filtersErr != nil {
-		r.sandboxError(stepError("seccomp", filtersErr))
-		return r, nil
-	}
 	if err := own(); err != nil {
-		r.sandboxError(stepError("state", err))
+		r.sandboxError(asStepError("state", err))
 		return r, nil
 	}
 	cg, err = r.newCgroup(&o, log, cgroup.Probe().WithoutFreezer())

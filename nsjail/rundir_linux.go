@@ -1,7 +1,6 @@
 package nsjail
 
 import (
-	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -317,15 +316,7 @@ func listDirAt(fd int, dir string) ([]string, error) {
 // garbled owner, which would be taken for another run's): a line per
 // owner, this process first.
 func (d runDir) writeOwner() error {
-	tmp := filepath.Join(d.path, "owner.tmp")
-	if err := linux.WriteFile(tmp, []byte(selfIdentity()), unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW, 0o600); err != nil {
-		return err
-	}
-	// Not os.Rename, which looks at the target first.
-	if err := unix.Rename(tmp, filepath.Join(d.path, "owner")); err != nil {
-		return &os.LinkError{Op: "rename", Old: tmp, New: filepath.Join(d.path, "owner"), Err: err}
-	}
-	return nil
+	return linux.WriteFileAtomic(d.path, "owner", []byte(selfIdentity()))
 }
 
 // fill makes the overlay's upper and work dirs in the reserved run dir.
@@ -545,16 +536,7 @@ func sweepAbandoned(stateDir string) []string {
 // small append: a reader sees the file before or after it, and this
 // process, alive until it returns, is an owner either way.
 func (d runDir) addOwner(identity string) error {
-	fd, err := unix.Open(filepath.Join(d.path, "owner"), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: filepath.Join(d.path, "owner"), Err: err}
-	}
-	defer unix.Close(fd)
-	line := "\n" + identity
-	if n, err := unix.Write(fd, []byte(line)); err != nil || n != len(line) {
-		return &fs.PathError{Op: "write", Path: filepath.Join(d.path, "owner"), Err: cmp.Or(err, error(unix.EIO))}
-	}
-	return nil
+	return linux.WriteFile(filepath.Join(d.path, "owner"), []byte("\n"+identity), unix.O_APPEND|unix.O_NOFOLLOW, 0)
 }
 
 // abandoned reports whether the run dir d, whose owner file read owner,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,16 +20,30 @@ import (
 // and masked files (hostView's survey) and its kernel's /proc. A run that
 // surveyed, built the base and compared it with the one the prestart
 // queued (jailinit.BaseFile) paid 0.3 ms of a cold start for it. So the
-// run that writes a base also records, in baseStampFile, the base's
+// run whose base the state dir holds (written by it, or queued and equal
+// to its own) also records, in baseStampFile, the base's
 // hash and a stamp of what the survey looks at (hostStamp); a later run
 // whose host stamps the same, with that very base queued, takes the base
 // as its own without surveying.
 const baseStampFile = "prestart-base.stamp"
 
-// stampedDirs are the directories whose entries the survey looks at. A
-// directory's mtime and ctime change when an entry is added, removed or
-// replaced (renamed over), and its ctime cannot be set back.
-var stampedDirs = []string{"/", "/etc", "/etc/security", "/etc/ssh"}
+// stampedDirs are the directories whose entries the survey looks at:
+// those of systemPaths and maskedGlobs ("/", "/etc", "/etc/security",
+// "/etc/ssh"). A directory's mtime and ctime change when an entry is
+// added, removed or replaced (renamed over), and its ctime cannot be set
+// back.
+var stampedDirs = parentDirs(slices.Concat(systemPaths, maskedGlobs))
+
+// parentDirs lists the directories of paths, each once, in order.
+func parentDirs(paths []string) []string {
+	var dirs []string
+	for _, p := range paths {
+		if d := filepath.Dir(p); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
 
 // racyWindow: the kernel's file times are coarse, so a directory that
 // changed this recently may change again without its times changing.

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"cmp"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -114,20 +115,21 @@ func Pread(fd int, b []byte, off int64) (int, error) {
 
 // WriteFileAtomic writes data to dir/name whole or not at all: a reader
 // sees the old file or the new one. The file is this user's, mode 0600.
+// Plain system calls (see ReadFile): a run writes its owner file this
+// way on its way to the jail.
 func WriteFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
+	var r [8]byte
+	if err := Random(r[:]); err != nil {
 		return err
 	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
+	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(r[:]))
+	if err := WriteFile(tmp, data, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600); err != nil {
+		_ = unix.Unlink(tmp)
 		return err
 	}
 	path := filepath.Join(dir, name)
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := retry(func() error { return unix.Rename(tmp, path) }); err != nil {
+		_ = unix.Unlink(tmp)
 		return &fs.PathError{Op: "rename", Path: path, Err: err}
 	}
 	return nil
